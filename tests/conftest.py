@@ -1,0 +1,2 @@
+import os
+os.environ.setdefault('OMP_NUM_THREADS', '2')
