@@ -1,0 +1,96 @@
+"""GPU checks of `effqwen.kernels` (skipped without CUDA).
+
+marlin-style: each kernel's product against the dequantized reference, `mean|C - C_ref| / mean|C_ref| < 1e-3`, over
+M in {1, 2, 4, 8, 16, 64, 512}, N not a multiple of any block, K not a power of two, both groups and both half
+dtypes; every tuning candidate on one shape; split-K counters left at zero; bad inputs raise ValueError; the custom
+ops pass `opcheck` and compile under `torch.compile(fullgraph=True)`.
+"""
+import pytest, torch, torch.nn as nn
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
+
+from effqwen.core import rel_error
+from effqwen import kernels as K
+
+MS = (1, 2, 4, 8, 16, 64, 512)
+SHAPES = [(33, 512), (1000, 2560), (4096, 384)]   # (N, K): odd N, K = 3 * 128
+
+def w4(N, Kd, group, dtype, dev='cuda'):
+    return (K.pack_int4(torch.randint(-8, 8, (N, Kd), device=dev)),
+            (torch.rand(N, Kd // group, device=dev) * 0.02 + 0.002).to(dtype))
+
+def bcq(Q, N, Kd, group, dtype, dev='cuda'):
+    return (K.pack_sign_words(torch.randint(0, 2, (Q, N, Kd), device=dev) * 2 - 1),
+            (torch.rand(Q, N, Kd // group, device=dev) * 0.02 / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(dtype))
+
+def ref_dtype(M, dtype):
+    "M > 16 runs dequantize (to x's dtype) + cuBLAS by default: its reference rounds the weight the same way."
+    return dtype if M > 16 else torch.float32
+
+@pytest.mark.parametrize('N,Kd,group,dtype', [(N, Kd, g, dt) for N, Kd in SHAPES for g in (32, 128) for dt in (torch.bfloat16, torch.float16)
+                                               if dt == torch.bfloat16 or (N, Kd) == SHAPES[1]])
+def test_w4a16_sweep(N, Kd, group, dtype):
+    w, s = w4(N, Kd, group, dtype)
+    for M in MS:
+        x = torch.randn(M, Kd, device='cuda', dtype=dtype)
+        e = rel_error(K.w4a16_matmul(x, w, s), K.w4a16_mm_ref(x, w, s, weight_dtype=ref_dtype(M, dtype)))
+        assert e < 1e-3, f'w4a16 M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+
+@pytest.mark.parametrize('Q,group', [(2, 64), (3, 128), (4, 256), (6, 64)])
+@pytest.mark.parametrize('N,Kd', [(33, 512), (1000, 2560), (4096, 768)])
+def test_bcq_sweep(Q, group, N, Kd):
+    for dtype in ((torch.bfloat16, torch.float16) if Q == 3 else (torch.bfloat16,)):
+        b, a = bcq(Q, N, Kd, group, dtype)
+        for M in MS:
+            x = torch.randn(M, Kd, device='cuda', dtype=dtype)
+            e = rel_error(K.bcq_matmul(x, b, a), K.bcq_mm_ref(x, b, a, weight_dtype=ref_dtype(M, dtype)))
+            assert e < 1e-3, f'bcq Q={Q} M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+
+@pytest.mark.parametrize('fmt', ['w4a16', 'bcq'])
+def test_every_candidate(fmt):
+    "Whatever `tune` picks is correct: every candidate config, split-K included, on one shape."
+    N, Kd, group = 1000, 2560, 128
+    w, s = w4(N, Kd, group, torch.bfloat16) if fmt == 'w4a16' else bcq(3, N, Kd, group, torch.bfloat16)
+    mm, ref = (K.w4a16_matmul, K.w4a16_mm_ref) if fmt == 'w4a16' else (K.bcq_matmul, K.bcq_mm_ref)
+    for M in (1, 5, 16, 40):
+        x = torch.randn(M, Kd, device='cuda', dtype=torch.bfloat16)
+        for c in K._candidates(fmt, M, Kd, group):
+            r = ref(x, w, s, weight_dtype=torch.bfloat16 if c.kernel == 'dequant' else torch.float32)
+            for _ in range(2):   # twice: the split-K counters must have been reset by the first launch
+                e = rel_error(mm(x, w, s, config=c), r)
+                assert e < 1e-3, f'{fmt} M={M} {c}: rel. error {e:.3g}'
+    torch.cuda.synchronize()
+    assert int(K._LOCKS[torch.device('cuda', torch.cuda.current_device())].abs().sum()) == 0
+
+def test_poisoned_output_is_overwritten():
+    "Every output element is written (outputs are fresh allocations; NaN-poison the caching allocator's memory first)."
+    w, s = w4(1000, 2560, 128, torch.bfloat16)
+    for M, c in [(1, K.KernelConfig('gemv', 32, 256, 4)), (7, K.KernelConfig('gemm', 64, 128, 3))]:
+        torch.full((M * 1000 * 64,), float('nan'), device='cuda', dtype=torch.bfloat16); torch.cuda.synchronize()
+        y = K.w4a16_matmul(torch.randn(M, 2560, device='cuda', dtype=torch.bfloat16), w, s, config=c)
+        assert torch.isfinite(y).all()
+
+def test_bad_inputs_cuda():
+    w, s = w4(64, 256, 128, torch.bfloat16)
+    x = torch.randn(2, 256, device='cuda', dtype=torch.bfloat16)
+    for f, msg in [(lambda: K.w4a16_matmul(x.int(), w, s), 'x has dtype'),
+                   (lambda: K.w4a16_matmul(x, w.float(), s), 'weight_packed has dtype'),
+                   (lambda: K.w4a16_matmul(x.T.contiguous().T, w, s), 'x is not contiguous'),
+                   (lambda: K.w4a16_matmul(x, w, torch.ones(64, 3, device='cuda')), 'not a multiple of the group'),
+                   (lambda: K.w4a16_matmul(x, w, s[:10].contiguous()), 'weight_scale must be'),
+                   (lambda: K.w4a16_matmul(x.cpu(), w, s), 'is on cuda'),
+                   (lambda: K.bcq_matmul(x, *bcq(3, 64, 256, 64, torch.bfloat16)[:1], torch.ones(2, 64, 4, device='cuda')), 'weight_alpha must be')]:
+        with pytest.raises(ValueError, match=msg): f()
+
+def test_modules_and_custom_ops():
+    torch.manual_seed(0)
+    lin = nn.Linear(512, 96, bias=True, device='cuda', dtype=torch.bfloat16)
+    for q in (K.W4A16Linear.from_float(lin, group_size=128), K.BCQLinear.from_float(lin, planes=3, group_size=64)):
+        x = torch.randn(2, 3, 512, device='cuda', dtype=torch.bfloat16)
+        ref = (x.float() @ q.dequantize().T).to(x.dtype) + q.bias   # the bias is added to the rounded product, as in forward
+        assert rel_error(q(x), ref) < 1e-3
+        cq = torch.compile(q, fullgraph=True)
+        assert rel_error(cq(x), ref) < 1e-3
+    w, s = w4(96, 512, 128, torch.bfloat16); b, a = bcq(3, 96, 512, 128, torch.bfloat16)
+    x = torch.randn(4, 512, device='cuda', dtype=torch.bfloat16)
+    torch.library.opcheck(K.w4a16_mm, (x, w, s), test_utils=('test_schema', 'test_faketensor'))
+    torch.library.opcheck(K.bcq_mm, (x, b, a), test_utils=('test_schema', 'test_faketensor'))
