@@ -4,12 +4,13 @@
 
 # %% auto #0
 __all__ = ['log', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpack_int4', 'pack_sign_words', 'unpack_sign_words',
-           'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref', 'KernelConfig', 'check_w4a16',
+           'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref', 'w4a16_to_kernel_layout',
+           'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout', 'KernelConfig', 'check_w4a16',
            'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton', 'w4a16_matmul', 'bcq_matmul', 'w4a16_mm',
            'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'weight_bytes', 'measure_copy_tbs',
            'benchmark_linears']
 
-# %% ../nbs/15_kernels.ipynb #a5f582dc
+# %% ../nbs/15_kernels.ipynb #d52e26c0
 import logging, math, os, time
 from dataclasses import dataclass, asdict, replace
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -28,7 +29,7 @@ _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # read once, like 
 from .core import rel_error
 log = logging.getLogger(__name__)
 
-# %% ../nbs/15_kernels.ipynb #d6cabf8b
+# %% ../nbs/15_kernels.ipynb #43612657
 def _to_int32(v:torch.Tensor)->torch.Tensor:
     "Reinterpret non-negative int64 values < 2**32 as the int32 with the same 32 bits."
     return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
@@ -48,7 +49,7 @@ def unpack_int4(packed:torch.Tensor, # (N, K//8) int32 from `pack_int4`
     sh = 4*torch.arange(8, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 0xF) - 8).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #44ed82f7
+# %% ../nbs/15_kernels.ipynb #666f27b9
 def pack_sign_words(signs:torch.Tensor, # (Q, N, K) signs: ±1 numbers or booleans (True = +1); K a multiple of 32
               )->torch.Tensor: # (Q, N, K//32) int32, bit j of word w = column 32w+j, 1 = +1
     "Bit-pack BCQ sign planes along K."
@@ -63,7 +64,7 @@ def unpack_sign_words(packed:torch.Tensor, # (Q, N, K//32) int32 from `pack_sign
     sh = torch.arange(32, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 1) * 2 - 1).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #46d8783e
+# %% ../nbs/15_kernels.ipynb #36ff2a5f
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _group_of(K:int, n_groups:int, group_size:int|None, what:str)->int:
@@ -77,8 +78,10 @@ def _group_of(K:int, n_groups:int, group_size:int|None, what:str)->int:
 def w4a16_dequantize(weight_packed:torch.Tensor, # (N, K//8) int32
                      weight_scale:torch.Tensor, # (N, K//group) scales
                      dtype=torch.float32, # dtype of the returned weight
+                     kernel_layout:bool=False, # `weight_packed` is in the kernel layout (see below)
                     )->torch.Tensor: # (N, K) dequantized weight
     "w[n, k] = code[n, k] * scale[n, k // group]."
+    if kernel_layout: weight_packed = w4a16_from_kernel_layout(weight_packed)
     codes = unpack_int4(weight_packed).float()
     g = _group_of(codes.shape[1], weight_scale.shape[-1], None, 'weight_scale')
     return (codes * weight_scale.float().repeat_interleave(g, -1)).to(dtype)
@@ -86,25 +89,58 @@ def w4a16_dequantize(weight_packed:torch.Tensor, # (N, K//8) int32
 def bcq_dequantize(weight_signs:torch.Tensor, # (Q, N, K//32) int32 packed signs
                    weight_alpha:torch.Tensor, # (Q, N, K//group) scales α
                    dtype=torch.float32, # dtype of the returned weight
+                   kernel_layout:bool=False, # `weight_signs` is in the kernel layout (see below)
                   )->torch.Tensor: # (N, K) dequantized weight
     "w[n, k] = Σ_q α[q, n, k // group] · b[q, n, k]."
+    if kernel_layout: weight_signs = bcq_from_kernel_layout(weight_signs)
     K = weight_signs.shape[-1] * 32
     g = _group_of(K, weight_alpha.shape[-1], None, 'weight_alpha')
     w = sum(unpack_sign_words(weight_signs[q]).float() * weight_alpha[q].float().repeat_interleave(g, -1)
             for q in range(weight_signs.shape[0]))   # plane by plane: peak memory of one (N, K) float32 plane
     return w.to(dtype)
 
-def w4a16_mm_ref(x, weight_packed, weight_scale, weight_dtype=torch.float32):
+def w4a16_mm_ref(x, weight_packed, weight_scale, weight_dtype=torch.float32, kernel_layout=False):
     "Reference `x @ W.T` for W4A16: float32 product of the dequantized weight, rounded to x's dtype."
-    w = w4a16_dequantize(weight_packed, weight_scale, weight_dtype).float()
+    w = w4a16_dequantize(weight_packed, weight_scale, weight_dtype, kernel_layout).float()
     return (x.float() @ w.T).to(x.dtype)
 
-def bcq_mm_ref(x, weight_signs, weight_alpha, weight_dtype=torch.float32):
+def bcq_mm_ref(x, weight_signs, weight_alpha, weight_dtype=torch.float32, kernel_layout=False):
     "Reference `x @ W.T` for BCQ: float32 product of the dequantized weight, rounded to x's dtype."
-    w = bcq_dequantize(weight_signs, weight_alpha, weight_dtype).float()
+    w = bcq_dequantize(weight_signs, weight_alpha, weight_dtype, kernel_layout).float()
     return (x.float() @ w.T).to(x.dtype)
 
-# %% ../nbs/15_kernels.ipynb #f0eb99c6
+# %% ../nbs/15_kernels.ipynb #9789fb9f
+_W4_SLOT = (0, 4, 1, 5, 2, 6, 3, 7)                      # column j of a word's 8 -> its nibble slot (kernel layout)
+_B1_BIT = tuple(j // 2 + 16 * (j % 2) for j in range(32))  # column j of a word's 32 -> its bit (kernel layout)
+
+def _move_fields(words:torch.Tensor, bits:int, src:tuple)->torch.Tensor:
+    "Permute the `bits`-wide fields inside each int32 word: field f of the result is field `src[f]` of `words`."
+    v, m = words.to(torch.int64) & 0xFFFFFFFF, (1 << bits) - 1
+    out = torch.zeros_like(v)
+    for f, s in enumerate(src): out |= ((v >> (bits * s)) & m) << (bits * f)
+    return _to_int32(out)
+
+def w4a16_to_kernel_layout(weight_packed:torch.Tensor, # (N, K//8) int32, compressed-tensors pack-quantized
+                          )->torch.Tensor: # (N, K//8) int32, nibbles permuted inside each word for the tensor-core kernels
+    "Convert (once) a compressed-tensors INT4 weight to the kernel layout."
+    if weight_packed.dtype != torch.int32: raise ValueError(f'weight_packed has dtype {weight_packed.dtype}: it must be int32 (packed)')
+    return _move_fields(weight_packed, 4, tuple(_W4_SLOT.index(f) for f in range(8)))
+
+def w4a16_from_kernel_layout(weight_kernel:torch.Tensor)->torch.Tensor:
+    "Inverse of `w4a16_to_kernel_layout`: back to compressed-tensors pack-quantized."
+    return _move_fields(weight_kernel, 4, _W4_SLOT)
+
+def bcq_to_kernel_layout(weight_signs:torch.Tensor, # (Q, N, K//32) int32 from `pack_sign_words`
+                        )->torch.Tensor: # same shape, bits permuted inside each word for the tensor-core kernels
+    "Convert (once) packed BCQ signs to the kernel layout."
+    if weight_signs.dtype != torch.int32: raise ValueError(f'weight_signs has dtype {weight_signs.dtype}: it must be int32 (packed)')
+    return _move_fields(weight_signs, 1, tuple(_B1_BIT.index(f) for f in range(32)))
+
+def bcq_from_kernel_layout(weight_kernel:torch.Tensor)->torch.Tensor:
+    "Inverse of `bcq_to_kernel_layout`."
+    return _move_fields(weight_kernel, 1, _B1_BIT)
+
+# %% ../nbs/15_kernels.ipynb #bef3beb9
 @_jit
 def _splitk_epilogue(acc,       # float32 tile of partial (or, with SPLIT_K == 1, final) outputs
                      y_ptr,     # output base pointer (x's dtype)
@@ -138,7 +174,7 @@ def _k_range(pid_k, K, SPLIT_K, BLOCK_K: tl.constexpr):
     t0 = pid_k * per
     return t0, tl.minimum(t0 + per, n_tiles)
 
-# %% ../nbs/15_kernels.ipynb #1f46cb96
+# %% ../nbs/15_kernels.ipynb #f75b3749
 @_jit(do_not_specialize=['SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _w4a16_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -184,7 +220,7 @@ def _w4a16_gemv_kernel(
         acc += s * (16.0 * fx - 24.0 * xs[None, :])                # Σ code·x = 16 Σ f x − 24 Σ x
     _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #71bc3d5e
+# %% ../nbs/15_kernels.ipynb #38bdcbfc
 @_jit
 def _unpack_bytes(w, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr):
     "(BLOCK_N, BLOCK_KW) int32 words -> (BLOCK_N, 4*BLOCK_KW) int32 whose low 8 bits are the bytes, in column order."
@@ -255,7 +291,7 @@ def _w4a16_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #7d408037
+# %% ../nbs/15_kernels.ipynb #a77db225
 @_jit(do_not_specialize=['Q', 'SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _bcq_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -337,7 +373,7 @@ def _bcq_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #98304f75
+# %% ../nbs/15_kernels.ipynb #bd49d86d
 @_jit
 def _w4a16_dequant_kernel(
     w_ptr,        # (N, K//8) int32 weight_packed
@@ -376,18 +412,198 @@ def _bcq_dequant_kernel(
         acc += pm * a.to(tl.float32)
     tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask)
 
-# %% ../nbs/15_kernels.ipynb #f7ed54de
+# %% ../nbs/15_kernels.ipynb #3b2fb731
+_W4_ASM_SRC = """{
+.reg .b32 t<3>, one, off;
+mov.b32 one, ONE;
+mov.b32 off, OFF;
+shr.u32 t0, $4, 4;
+shr.u32 t1, $4, 8;
+shr.u32 t2, $4, 12;
+lop3.b32 $0, $4, 0x000F000F, MAGIC, 0xEA;
+lop3.b32 $1, t0, 0x000F000F, MAGIC, 0xEA;
+lop3.b32 $2, t1, 0x000F000F, MAGIC, 0xEA;
+lop3.b32 $3, t2, 0x000F000F, MAGIC, 0xEA;
+fma.rn.TY $0, $0, one, off;
+fma.rn.TY $1, $1, one, off;
+fma.rn.TY $2, $2, one, off;
+fma.rn.TY $3, $3, one, off;
+}"""   # one word -> 4 registers of 2 exact codes: lop3 gives MAGIC + u (u = code + 8), fma subtracts MAGIC + 8
+
+def _b1_asm_src(neg_one:str)->str:
+    "One sign word -> 16 registers of 2 ±1: pair i = bits i and 16+i shifted into the two sign positions."
+    body = [f'shl.b32 t, $16, {15 - i};\nlop3.b32 ${i}, t, 0x80008000, {neg_one}, 0x6A;' for i in range(15)]
+    return '{\n.reg .b32 t;\n' + '\n'.join(body) + f'\nlop3.b32 $15, $16, 0x80008000, {neg_one}, 0x6A;\n}}'
+
+if triton is not None:
+    _W4_ASM = tl.constexpr(_W4_ASM_SRC.replace('MAGIC', '0x43004300').replace('ONE', '0x3F803F80').replace('OFF', '0xC308C308').replace('TY', 'bf16x2'))
+    _W4_ASM_F16 = tl.constexpr(_W4_ASM_SRC.replace('MAGIC', '0x64006400').replace('ONE', '0x3C003C00').replace('OFF', '0xE408E408').replace('TY', 'f16x2'))
+    _B1_ASM, _B1_ASM_F16 = tl.constexpr(_b1_asm_src('0xBF80BF80')), tl.constexpr(_b1_asm_src('0xBC00BC00'))
+    _C8, _C32 = tl.constexpr(','.join(['=r'] * 4 + ['r'] * 8)), tl.constexpr(','.join(['=r'] * 16 + ['r'] * 32))
+
+@_jit
+def _w4_load(w_rows,      # (BLOCK_N, 1) pointers to the rows' first packed word (kernel layout)
+             k0,          # first column of the tile
+             mask,        # (BLOCK_N, 1) rows to load
+             BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    "A tile's packed words: (BLOCK_N, BLOCK_K//8), 16-byte loads (ASM); the interpreter gathers one word per column."
+    if ASM: w = tl.load(w_rows + (k0 // 8 + tl.arange(0, BLOCK_K // 8))[None, :], mask=mask, other=0)
+    else: w = tl.load(w_rows + ((k0 + tl.arange(0, BLOCK_K)) // 8)[None, :], mask=mask, other=0)
+    return w
+
+@_jit
+def _w4_codes(w,          # words from `_w4_load`
+              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+              ASM: tl.constexpr,   # inline PTX (GPU) or integer ops (interpreter)
+              F16: tl.constexpr,   # fp16 instead of bf16 codes
+             ):
+    "(BLOCK_N, BLOCK_K) exact INT4 codes: bf16/fp16 with ASM, float32 without."
+    if ASM:
+        w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w)   # each word 8x in place
+        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
+        if F16: c = tl.inline_asm_elementwise(_W4_ASM_F16, _C8, [w], dtype=tl.float16, is_pure=True, pack=8)
+        else: c = tl.inline_asm_elementwise(_W4_ASM, _C8, [w], dtype=tl.bfloat16, is_pure=True, pack=8)
+    else:
+        j = tl.arange(0, BLOCK_K) % 8
+        c = (((w >> (4 * ((j >> 1) + 4 * (j & 1)))[None, :]) & 0xF) - 8).to(tl.float32)
+    return c
+
+@_jit
+def _b1_signs(b_rows,      # (BLOCK_N, 1) pointers to the rows' first sign word (kernel layout)
+              k0, nmask, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, F16: tl.constexpr):
+    "(BLOCK_N, BLOCK_K) ±1 of columns k0 .. k0+BLOCK_K: bf16/fp16 with ASM, float32 without."
+    if ASM:
+        w = tl.load(b_rows + (k0 // 32 + tl.arange(0, BLOCK_K // 32))[None, :], mask=nmask[:, None], other=0)
+        w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w)   # 32x
+        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
+        if F16: p = tl.inline_asm_elementwise(_B1_ASM_F16, _C32, [w], dtype=tl.float16, is_pure=True, pack=32)
+        else: p = tl.inline_asm_elementwise(_B1_ASM, _C32, [w], dtype=tl.bfloat16, is_pure=True, pack=32)
+    else:
+        j = tl.arange(0, BLOCK_K) % 32
+        w = tl.load(b_rows + ((k0 + tl.arange(0, BLOCK_K)) // 32)[None, :], mask=nmask[:, None], other=0)
+        p = (((w >> ((j >> 1) + 16 * (j & 1))[None, :]) & 1) * 2 - 1).to(tl.float32)
+    return p
+
+@_jit(do_not_specialize=['M', 'SPLIT_K'])   # one compile serves every M and split; N, K stay specialized (alignment)
+def _w4a16_tc_kernel(
+    x_ptr,        # (M, K) activations, row-major contiguous
+    w_ptr,        # (N, K//8) int32 packed weight, *kernel layout* (`w4a16_to_kernel_layout`)
+    s_ptr,        # (N, K//GROUP) weight_scale
+    y_ptr,        # (M, N) output, x's dtype
+    ws_ptr,       # (SPLIT_K, M, N) float32 split-K workspace
+    lock_ptr,     # (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),) int32 arrival counters
+    M, N, K,      # problem size; K % BLOCK_K == 0
+    KW,           # K // 8 words per weight row
+    SPLIT_K,      # programs per output tile along K (grid axis 1)
+    GROUP: tl.constexpr,    # input columns per scale
+    BLOCK_M: tl.constexpr,  # activation rows per program (>= 16)
+    BLOCK_N: tl.constexpr,  # output features per program (the MMA's M side; 64 per warpgroup)
+    BLOCK_K: tl.constexpr,  # input columns per step; divides GROUP
+    ASM: tl.constexpr,      # unpack with inline PTX (GPU) / integer ops (interpreter)
+    F16: tl.constexpr,      # fp16 activations (else bf16)
+    DOT_F32: tl.constexpr,  # float32 dot operands (interpreter / fp32 activations)
+):
+    pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M); mmask = rm < M
+    rk = tl.arange(0, BLOCK_K)
+    w_rows = w_ptr + rn[:, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn.to(tl.int64) * (K // GROUP)
+    x_cols = x_ptr + rm[None, :].to(tl.int64) * K
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    # the next tile's words are loaded into registers while this one is unpacked (with num_stages = 1 this is the
+    # only prefetch and the words skip shared memory; with more stages Triton also pipelines it through cp.async)
+    w_nxt = _w4_load(w_rows, t0 * BLOCK_K, nmask[:, None] & ((rn * 0 + t0) < t1)[:, None], BLOCK_K, ASM)
+    for t in range(t0, t1):
+        k0 = t * BLOCK_K
+        w = w_nxt
+        w_nxt = _w4_load(w_rows, k0 + BLOCK_K, nmask[:, None] & ((rn * 0 + t + 1) < t1)[:, None], BLOCK_K, ASM)
+        xt = tl.load(x_cols + (k0 + rk)[:, None], mask=mmask[None, :], other=0.0)    # (BLOCK_K, BLOCK_M)
+        s = tl.load(s_rows + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+        c = _w4_codes(w, BLOCK_N, BLOCK_K, ASM, F16)                                   # exact codes
+        if DOT_F32: part = tl.dot(c.to(tl.float32), xt.to(tl.float32), input_precision='ieee')
+        else: part = tl.dot(c, xt)
+        acc += s[:, None] * part
+    offs = rm[None, :] * N + rn[:, None]
+    _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
+                     pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
+
+@_jit(do_not_specialize=['M', 'SPLIT_K'])
+def _bcq_tc_kernel(
+    x_ptr,        # (M, K) activations, row-major contiguous
+    b_ptr,        # (Q, N, K//32) int32 signs, *kernel layout* (`bcq_to_kernel_layout`)
+    a_ptr,        # (Q, N, K//GROUP) weight_alpha
+    y_ptr,        # (M, N) output, x's dtype
+    ws_ptr,       # (SPLIT_K, M, N) float32 split-K workspace
+    lock_ptr,     # (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),) int32 arrival counters
+    M, N, K,      # problem size; K % BLOCK_K == 0
+    KW,           # K // 32 words per sign row
+    SPLIT_K,      # programs per output tile along K
+    Q: tl.constexpr,        # planes (unrolled: each K step loads the activation tile once for all planes)
+    GROUP: tl.constexpr,    # input columns per α
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # input columns per step: multiple of 32, divides GROUP
+    ASM: tl.constexpr, F16: tl.constexpr, DOT_F32: tl.constexpr,
+):
+    pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M); mmask = rm < M
+    rk = tl.arange(0, BLOCK_K)
+    x_cols = x_ptr + rm[None, :].to(tl.int64) * K
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for t in range(t0, t1):
+        k0 = t * BLOCK_K
+        xt = tl.load(x_cols + (k0 + rk)[:, None], mask=mmask[None, :], other=0.0)
+        if DOT_F32: xt = xt.to(tl.float32)
+        for q in tl.static_range(Q):
+            rows = (q * N + rn).to(tl.int64)
+            p = _b1_signs(b_ptr + rows[:, None] * KW, k0, nmask, BLOCK_N, BLOCK_K, ASM, F16)   # ±1, exact
+            if DOT_F32: part = tl.dot(p.to(tl.float32), xt, input_precision='ieee')
+            else: part = tl.dot(p, xt)
+            al = tl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+            acc += al[:, None] * part
+    offs = rm[None, :] * N + rn[:, None]
+    _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
+                     pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
+
+@_jit
+def _w4a16_dequant_kl_kernel(w_ptr, s_ptr, out_ptr, N, K, KW,   # kernel-layout weight, scales, (N, K) output
+                             GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    k0 = tl.program_id(1) * BLOCK_K; rk = k0 + tl.arange(0, BLOCK_K)
+    rows = rn[:, None].to(tl.int64)
+    c = _w4_codes(_w4_load(w_ptr + rows * KW, k0, nmask[:, None], BLOCK_K, ASM), BLOCK_N, BLOCK_K, ASM, False).to(tl.float32)
+    s = tl.load(s_ptr + rows * (K // GROUP) + (rk // GROUP)[None, :], mask=nmask[:, None], other=0.0)
+    tl.store(out_ptr + rows * K + rk[None, :], (c * s.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=nmask[:, None])
+
+@_jit
+def _bcq_dequant_kl_kernel(b_ptr, a_ptr, out_ptr, N, K, Q, KW,  # kernel-layout signs, α, (N, K) output
+                           GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    k0 = tl.program_id(1) * BLOCK_K; rk = k0 + tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_K), dtype=tl.float32)
+    for q in range(0, Q):
+        rows = (q * N + rn[:, None]).to(tl.int64)
+        p = _b1_signs(b_ptr + rows * KW, k0, nmask, BLOCK_N, BLOCK_K, ASM, False).to(tl.float32)
+        a = tl.load(a_ptr + rows * (K // GROUP) + (rk // GROUP)[None, :], mask=nmask[:, None], other=0.0)
+        acc += p * a.to(tl.float32)
+    tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask[:, None])
+
+# %% ../nbs/15_kernels.ipynb #2a3c242f
 @dataclass(frozen=True)
 class KernelConfig:
     "Which kernel runs a quantized matmul, and its meta-parameters."
-    kernel: str = 'gemv'   # 'gemv' (M = 1), 'gemm' (swap-AB tl.dot, M <= 64) or 'dequant' (weight -> cuBLAS)
+    kernel: str = 'gemv'   # compressed-tensors layout: 'gemv' (M = 1), 'gemm' (swap-AB tl.dot, M <= 64);
+                           # kernel layout: 'tc' (tensor cores, inline-PTX unpacking, M <= 64); either: 'dequant' (-> cuBLAS)
     block_n: int = 32      # output features per program
     block_k: int = 256     # input columns per step
     split_k: int = 1       # programs per output tile along K
     num_warps: int = 4
     num_stages: int = 3
 
-_TUNED: dict = {}   # (fmt, M bucket, N, K, group, dtype) -> KernelConfig, filled by `tune`
+_TUNED: dict = {}   # (fmt, kernel layout?, M bucket, N, K, group, dtype) -> KernelConfig, filled by `tune`
 _LOCKS: dict = {}   # device -> int32 arrival counters for split-K
 _SMS: dict = {}     # device -> multiprocessor count
 
@@ -404,27 +620,33 @@ def _fit_block_k(bk:int, K:int, group:int, le_group:bool)->int:
     while K % bk: bk //= 2
     return bk
 
-def _default_config(fmt:str, M:int, N:int, K:int, group:int, device)->KernelConfig:
-    "Heuristic config: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."
-    if M > 16: return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
-    if M == 1: cfg = KernelConfig('gemv', 32 if fmt == 'w4a16' else 64, 256, num_warps=4)
+def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=False)->KernelConfig:
+    """Heuristic config. Kernel layout: tensor cores up to M = 64, dequantize + cuBLAS beyond; compressed-tensors
+    layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
+    if M > (64 if kl else 16): return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
+    if kl: cfg = KernelConfig('tc', 64, 128, num_warps=4, num_stages=3)   # what tuning picked on the H200 (second run)
+    elif M == 1: cfg = KernelConfig('gemv', 32 if fmt == 'w4a16' else 64, 256, num_warps=4)
     else: cfg = KernelConfig('gemm', 64, 128 if fmt == 'w4a16' else 64, num_warps=4)
     tiles = -(-N // cfg.block_n)
-    k_tiles = K // _fit_block_k(cfg.block_k, K, group, cfg.kernel == 'gemm')
-    split = 1
-    while tiles * split < 2 * _n_sms(device) and split * 2 <= min(k_tiles, 16): split *= 2
+    k_tiles = K // _fit_block_k(cfg.block_k, K, group, cfg.kernel != 'gemv')
+    split, waves, cap = 1, (4 if kl else 2), (8 if kl else 16)
+    while tiles * split < waves * _n_sms(device) and split * 2 <= min(k_tiles, cap): split *= 2
     return replace(cfg, split_k=split)
 
-def _config_for(fmt, M, N, K, group, dtype, device, config):
-    if config is not None: return config
-    return _TUNED.get((fmt, _m_bucket(M), N, K, group, str(dtype))) or _default_config(fmt, M, N, K, group, device)
+def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
+    if config is not None:
+        if (config.kernel == 'tc') != kl and config.kernel != 'dequant':
+            raise ValueError(f"config kernel {config.kernel!r} reads the {'compressed-tensors' if kl else 'kernel'} layout but the weight "
+                             f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'tc' if kl else 'gemv/gemm'} or 'dequant'")
+        return config
+    return _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype))) or _default_config(fmt, M, N, K, group, device, kl)
 
 def _locks(device, n:int)->torch.Tensor:
     buf = _LOCKS.get(device)
     if buf is None or buf.numel() < n: buf = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return buf
 
-# %% ../nbs/15_kernels.ipynb #c84e2e5e
+# %% ../nbs/15_kernels.ipynb #f5be001c
 def _check_common(x, weights:dict, scales_name:str, scales):
     "Checks shared by both formats: 2-D activations, dtypes, contiguity, one device."
     if not isinstance(x, torch.Tensor) or x.dim() != 2: raise ValueError(f'x must be a 2-D (M, K) tensor, got shape {tuple(getattr(x, "shape", ()))}: flatten leading dims first')
@@ -462,25 +684,30 @@ def check_bcq(x:torch.Tensor, # (M, K) activations
     if weight_alpha.dim() != 3 or tuple(weight_alpha.shape[:2]) != (Q, N): raise ValueError(f'weight_alpha must be (Q={Q}, N={N}, K/group), got {tuple(weight_alpha.shape)}')
     return M, N, K, _group_of(K, weight_alpha.shape[2], group_size, 'weight_alpha'), Q
 
-# %% ../nbs/15_kernels.ipynb #0868421e
+# %% ../nbs/15_kernels.ipynb #68a98d5f
 def _store_dtype(dtype):
     "Triton's interpreter truncates float32 -> bf16/fp16 stores (the GPU rounds to nearest): there, store float32 and round in torch."
     return torch.float32 if _INTERPRET else dtype
 
 def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
-    "Run the gemv/gemm kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
+    "Run the gemv/gemm/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
     y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
     if M == 0 or N == 0: return y.to(x.dtype)
-    gemm = cfg.kernel == 'gemm'
+    gemm = cfg.kernel in ('gemm', 'tc')
     if not gemm and M != 1: raise ValueError(f"config kernel 'gemv' needs M = 1, got M={M}")
     bk = _fit_block_k(cfg.block_k, K, group, le_group=gemm)
+    if fmt == 'bcq' and cfg.kernel == 'tc' and bk < 32: raise ValueError(f'BCQ needs block_k >= 32, got {bk}')
     bm = max(16, min(64, triton.next_power_of_2(M))) if gemm else 1
     grid = (triton.cdiv(N, cfg.block_n), cfg.split_k, triton.cdiv(M, bm))
     ws = torch.empty(cfg.split_k, M, N, dtype=torch.float32, device=x.device) if cfg.split_k > 1 else y
     locks = _locks(x.device, grid[0] * grid[2])
     meta = dict(GROUP=group, BLOCK_N=cfg.block_n, BLOCK_K=bk, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if gemm: meta.update(BLOCK_M=bm, DOT_F32=_INTERPRET or x.dtype == torch.float32)
-    if fmt == 'w4a16':
+    if cfg.kernel == 'tc':
+        meta.update(ASM=not _INTERPRET, F16=x.dtype == torch.float16)
+        if fmt == 'w4a16': _w4a16_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta)
+        else: _bcq_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 32, cfg.split_k, Q=Q, **meta)
+    elif fmt == 'w4a16':
         if gemm: _w4a16_gemm_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta)
         else: _w4a16_gemv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, **meta)
     else:
@@ -488,79 +715,85 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
         else: _bcq_gemv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, Q, K // 32, cfg.split_k, **meta)
     return y.to(x.dtype)
 
-def w4a16_dequantize_triton(weight_packed, weight_scale, dtype=torch.bfloat16, block_n:int=64, block_k:int=128):
+def w4a16_dequantize_triton(weight_packed, weight_scale, dtype=torch.bfloat16, block_n:int=64, block_k:int=128, kernel_layout:bool=False):
     "Triton `w4a16_dequantize`: the (N, K) weight in `dtype`."
     N, K = weight_packed.shape[0], weight_packed.shape[1] * 8
     group = _group_of(K, weight_scale.shape[1], None, 'weight_scale')
     bk = _fit_block_k(block_k, K, group, False)
     out = torch.empty(N, K, dtype=_store_dtype(dtype), device=weight_packed.device)
-    _w4a16_dequant_kernel[(triton.cdiv(N, block_n), K // bk)](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
+    grid = (triton.cdiv(N, block_n), K // bk)
+    if kernel_layout: _w4a16_dequant_kl_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, ASM=not _INTERPRET)
+    else: _w4a16_dequant_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
     return out.to(dtype)
 
-def bcq_dequantize_triton(weight_signs, weight_alpha, dtype=torch.bfloat16, block_n:int=64, block_k:int=64):
+def bcq_dequantize_triton(weight_signs, weight_alpha, dtype=torch.bfloat16, block_n:int=64, block_k:int=64, kernel_layout:bool=False):
     "Triton `bcq_dequantize`: the (N, K) weight in `dtype`."
     Q, N, K = weight_signs.shape[0], weight_signs.shape[1], weight_signs.shape[2] * 32
     group = _group_of(K, weight_alpha.shape[2], None, 'weight_alpha')
     bk = max(32, _fit_block_k(block_k, K, group, False))
     out = torch.empty(N, K, dtype=_store_dtype(dtype), device=weight_signs.device)
-    _bcq_dequant_kernel[(triton.cdiv(N, block_n), K // bk)](weight_signs, weight_alpha, out, N, K, Q, K // 32, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
+    grid = (triton.cdiv(N, block_n), K // bk)
+    if kernel_layout: _bcq_dequant_kl_kernel[grid](weight_signs, weight_alpha, out, N, K, Q, K // 32, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, ASM=not _INTERPRET)
+    else: _bcq_dequant_kernel[grid](weight_signs, weight_alpha, out, N, K, Q, K // 32, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
     return out.to(dtype)
 
-# %% ../nbs/15_kernels.ipynb #0d8a3666
+# %% ../nbs/15_kernels.ipynb #6f1222ac
 def _use_triton(x)->bool: return triton is not None and (x.is_cuda or (_INTERPRET and x.device.type == 'cpu'))
 
 def w4a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
-                 weight_packed:torch.Tensor, # (N, K//8) int32, compressed-tensors pack-quantized
+                 weight_packed:torch.Tensor, # (N, K//8) int32: compressed-tensors pack-quantized, or the kernel layout
                  weight_scale:torch.Tensor, # (N, K//group) scales
                  group_size:int|None=None, # expected group (checked; default: implied by weight_scale)
                  config:KernelConfig|None=None, # force a kernel/config (default: tuned or heuristic)
+                 kernel_layout:bool=False, # `weight_packed` is in the kernel layout (`w4a16_to_kernel_layout`): fast path
                 )->torch.Tensor: # (M, N) in x's dtype
     "`x @ Wᵀ` for a W4A16 weight: Triton on CUDA (or under TRITON_INTERPRET=1), the torch reference otherwise."
     M, N, K, group = check_w4a16(x, weight_packed, weight_scale, group_size)
-    if not _use_triton(x): return w4a16_mm_ref(x, weight_packed, weight_scale)
-    cfg = _config_for('w4a16', M, N, K, group, x.dtype, x.device, config)
+    if not _use_triton(x): return w4a16_mm_ref(x, weight_packed, weight_scale, kernel_layout=kernel_layout)
+    cfg = _config_for('w4a16', M, N, K, group, x.dtype, x.device, config, kernel_layout)
     if cfg.kernel == 'dequant':
-        return x @ w4a16_dequantize_triton(weight_packed, weight_scale, x.dtype, cfg.block_n, cfg.block_k).T
+        return x @ w4a16_dequantize_triton(weight_packed, weight_scale, x.dtype, cfg.block_n, cfg.block_k, kernel_layout).T
     return _launch_matvec('w4a16', x, weight_packed, weight_scale, M, N, K, group, 1, cfg)
 
 def bcq_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
-               weight_signs:torch.Tensor, # (Q, N, K//32) int32 packed signs
+               weight_signs:torch.Tensor, # (Q, N, K//32) int32 packed signs (`pack_sign_words`), or the kernel layout
                weight_alpha:torch.Tensor, # (Q, N, K//group) scales α
                group_size:int|None=None, # expected group (checked; default: implied by weight_alpha)
                config:KernelConfig|None=None, # force a kernel/config (default: tuned or heuristic)
+               kernel_layout:bool=False, # `weight_signs` is in the kernel layout (`bcq_to_kernel_layout`): fast path
               )->torch.Tensor: # (M, N) in x's dtype
     "`x @ Wᵀ` for a BCQ weight: Triton on CUDA (or under TRITON_INTERPRET=1), the torch reference otherwise."
     M, N, K, group, Q = check_bcq(x, weight_signs, weight_alpha, group_size)
-    if not _use_triton(x): return bcq_mm_ref(x, weight_signs, weight_alpha)
-    cfg = _config_for('bcq', M, N, K, group, x.dtype, x.device, config)
+    if not _use_triton(x): return bcq_mm_ref(x, weight_signs, weight_alpha, kernel_layout=kernel_layout)
+    cfg = _config_for('bcq', M, N, K, group, x.dtype, x.device, config, kernel_layout)
     if cfg.kernel == 'dequant':
-        return x @ bcq_dequantize_triton(weight_signs, weight_alpha, x.dtype, cfg.block_n, cfg.block_k).T
+        return x @ bcq_dequantize_triton(weight_signs, weight_alpha, x.dtype, cfg.block_n, cfg.block_k, kernel_layout).T
     return _launch_matvec('bcq', x, weight_signs, weight_alpha, M, N, K, group, Q, cfg)
 
-# %% ../nbs/15_kernels.ipynb #038d1a65
+# %% ../nbs/15_kernels.ipynb #fab29325
 @torch.library.custom_op('effqwen::w4a16_mm', mutates_args=())
-def w4a16_mm(x:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tensor)->torch.Tensor:
-    "Custom op: (M, K) x, (N, K//8) int32 packed, (N, K//group) scales -> (M, N) in x's dtype."
-    return w4a16_matmul(x, weight_packed, weight_scale)
+def w4a16_mm(x:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tensor, kernel_layout:bool=False)->torch.Tensor:
+    "Custom op: (M, K) x, (N, K//8) int32 packed (compressed-tensors or kernel layout), (N, K//group) scales -> (M, N) in x's dtype."
+    return w4a16_matmul(x, weight_packed, weight_scale, kernel_layout=kernel_layout)
 
 @w4a16_mm.register_fake
-def _(x, weight_packed, weight_scale):
+def _(x, weight_packed, weight_scale, kernel_layout=False):
     check_w4a16(x, weight_packed, weight_scale)
     return x.new_empty(x.shape[0], weight_packed.shape[0])
 
 @torch.library.custom_op('effqwen::bcq_mm', mutates_args=())
-def bcq_mm(x:torch.Tensor, weight_signs:torch.Tensor, weight_alpha:torch.Tensor)->torch.Tensor:
-    "Custom op: (M, K) x, (Q, N, K//32) int32 signs, (Q, N, K//group) α -> (M, N) in x's dtype."
-    return bcq_matmul(x, weight_signs, weight_alpha)
+def bcq_mm(x:torch.Tensor, weight_signs:torch.Tensor, weight_alpha:torch.Tensor, kernel_layout:bool=False)->torch.Tensor:
+    "Custom op: (M, K) x, (Q, N, K//32) int32 signs (packed or kernel layout), (Q, N, K//group) α -> (M, N) in x's dtype."
+    return bcq_matmul(x, weight_signs, weight_alpha, kernel_layout=kernel_layout)
 
 @bcq_mm.register_fake
-def _(x, weight_signs, weight_alpha):
+def _(x, weight_signs, weight_alpha, kernel_layout=False):
     check_bcq(x, weight_signs, weight_alpha)
     return x.new_empty(x.shape[0], weight_signs.shape[1])
 
-# %% ../nbs/15_kernels.ipynb #4b8e38f2
-def _linear(op, x, a, b, bias):
-    y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b).reshape(*x.shape[:-1], -1)
+# %% ../nbs/15_kernels.ipynb #13d81f1f
+def _linear(op, x, a, b, bias, kernel_layout=False):
+    y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, kernel_layout).reshape(*x.shape[:-1], -1)
     return y if bias is None else y + bias.to(y.dtype)
 
 class W4A16Linear(nn.Module):
@@ -573,13 +806,22 @@ class W4A16Linear(nn.Module):
         self.register_buffer('weight_scale', torch.ones(out_features, in_features // group_size, dtype=dtype, device=device))
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
-    def forward(self, x): return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias)
+    def forward(self, x): return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + 'weight_packed'] = w4a16_from_kernel_layout(self.weight_packed)   # compressed-tensors bits
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        k = prefix + 'weight_packed'
+        if k in state_dict: state_dict = {**state_dict, k: w4a16_to_kernel_layout(state_dict[k])}
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, bias={self.bias is not None}'
 
     def dequantize(self, dtype=torch.float32)->torch.Tensor:
         "The (out, in) weight this layer multiplies by."
-        return w4a16_dequantize(self.weight_packed, self.weight_scale, dtype)
+        return w4a16_dequantize(self.weight_packed, self.weight_scale, dtype, kernel_layout=True)
 
     @classmethod
     def from_codes(cls, codes:torch.Tensor, # (N, K) integer codes in [-8, 7]
@@ -589,7 +831,7 @@ class W4A16Linear(nn.Module):
         "Build from INT4 codes and per-group scales."
         N, K = codes.shape
         m = cls(K, N, bias is not None, _group_of(K, scales.shape[1], None, 'scales'), scales.dtype, codes.device)
-        m.weight_packed.copy_(pack_int4(codes)); m.weight_scale.copy_(scales)
+        m.weight_packed.copy_(w4a16_to_kernel_layout(pack_int4(codes))); m.weight_scale.copy_(scales)
         if bias is not None: m.bias.copy_(bias)
         return m
 
@@ -607,7 +849,7 @@ class W4A16Linear(nn.Module):
         codes = (wg / s.float()[..., None]).round().clamp(-8, 7).view_as(w)
         return cls.from_codes(codes, s, None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #fe641285
+# %% ../nbs/15_kernels.ipynb #ca8798fd
 class BCQLinear(nn.Module):
     "`nn.Linear` with binary-coded weights: Q bit-packed sign planes and per-group scales α."
     def __init__(self, in_features:int, out_features:int, planes:int=3, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
@@ -618,13 +860,22 @@ class BCQLinear(nn.Module):
         self.register_buffer('weight_alpha', torch.zeros(planes, out_features, in_features // group_size, dtype=dtype, device=device))
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
-    def forward(self, x): return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias)
+    def forward(self, x): return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
+
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + 'weight_signs'] = bcq_from_kernel_layout(self.weight_signs)   # `pack_sign_words` bits
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        k = prefix + 'weight_signs'
+        if k in state_dict: state_dict = {**state_dict, k: bcq_to_kernel_layout(state_dict[k])}
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, planes={self.planes}, group_size={self.group_size}, bias={self.bias is not None}'
 
     def dequantize(self, dtype=torch.float32)->torch.Tensor:
         "The (out, in) weight this layer multiplies by."
-        return bcq_dequantize(self.weight_signs, self.weight_alpha, dtype)
+        return bcq_dequantize(self.weight_signs, self.weight_alpha, dtype, kernel_layout=True)
 
     @classmethod
     def from_codes(cls, signs:torch.Tensor, # (Q, N, K) ±1 (or bool, True = +1)
@@ -634,7 +885,7 @@ class BCQLinear(nn.Module):
         "Build from sign planes and per-group scales."
         Q, N, K = signs.shape
         m = cls(K, N, Q, bias is not None, _group_of(K, alpha.shape[2], None, 'alpha'), alpha.dtype, signs.device)
-        m.weight_signs.copy_(pack_sign_words(signs)); m.weight_alpha.copy_(alpha)
+        m.weight_signs.copy_(bcq_to_kernel_layout(pack_sign_words(signs))); m.weight_alpha.copy_(alpha)
         if bias is not None: m.bias.copy_(bias)
         return m
 
@@ -656,7 +907,7 @@ class BCQLinear(nn.Module):
             signs.append(b.view_as(w)); alphas.append(a)
         return cls.from_codes(torch.stack(signs), torch.stack(alphas), None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #4695bce8
+# %% ../nbs/15_kernels.ipynb #87d1cc8e
 def replace_linears(model:nn.Module, # model to modify in place
                     make, # callable: nn.Linear -> replacement module (e.g. `W4A16Linear.from_float`)
                     skip=('lm_head',), # module-name substrings to leave alone
@@ -668,10 +919,15 @@ def replace_linears(model:nn.Module, # model to modify in place
         setattr(model.get_submodule(parent) if parent else model, attr, make(lin))
     return len(todo)
 
-# %% ../nbs/15_kernels.ipynb #0be874c9
-def _candidates(fmt:str, M:int, K:int, group:int)->list:
-    "A few configs per kernel family worth timing."
-    if M == 1:
+# %% ../nbs/15_kernels.ipynb #16e34323
+def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False)->list:
+    "A few configs per kernel family worth timing (`kl`: weight in the kernel layout)."
+    if kl:
+        if M > 64: return [KernelConfig('dequant', 64, 128)]
+        base = [KernelConfig('tc', bn, 128, 1, nw, st) for bn, nw, st in   # (num_stages 1: register prefetch only)
+                ([(64, 4, 1), (128, 4, 1), (128, 8, 1), (64, 4, 3), (128, 4, 3)] if fmt == 'w4a16' else [(64, 4, 3), (64, 4, 2), (128, 8, 3)])]
+        if M > 16: base += [KernelConfig('dequant', 64, 128)]
+    elif M == 1:
         base = ([KernelConfig('gemv', bn, bk, 1, nw) for bn, bk, nw in [(16, 256, 4), (32, 256, 4), (64, 256, 4), (32, 512, 4), (128, 256, 8)]]
                 if fmt == 'w4a16' else
                 [KernelConfig('gemv', bn, bk, 1, nw) for bn, bk, nw in [(32, 256, 4), (64, 256, 4), (128, 256, 4), (64, 128, 4)]])
@@ -681,7 +937,7 @@ def _candidates(fmt:str, M:int, K:int, group:int)->list:
         if M > 16: base += [KernelConfig('dequant', 64, 128)]
     else: return [KernelConfig('dequant', 64, 128)]
     out = []
-    k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel == 'gemm')
+    k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel != 'gemv')
     for c in base:
         if c.kernel == 'gemm' and (fmt == 'bcq' and c.block_k < 32): continue
         out += [replace(c, split_k=s) for s in (1, 2, 4, 8) if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
@@ -689,23 +945,26 @@ def _candidates(fmt:str, M:int, K:int, group:int)->list:
 
 _FLUSH: dict = {}
 
-def _bench(fn, reps:int=5, n:int=10)->float:
+def _bench(fn, reps:int=5, n:int=10, flush:str='memset')->float:
     """Median µs of one `fn()` on the GPU, replayed from a CUDA graph with L2 flushed before every call.
 
     A graph of n × (flush, fn) is timed against a graph of n × flush and the difference divided by n: Python launch
     overhead (validation, allocation, Triton's launcher) stays out, as it does in a graph-captured decode step, and
-    the weight always comes from HBM (a 256 MB memset evicts the 60 MB L2)."""
-    if 'buf' not in _FLUSH: _FLUSH['buf'] = torch.empty(256 * 2**20, dtype=torch.int8, device='cuda')
-    flush = _FLUSH['buf']
+    the weight always comes from HBM. `flush='memset'` zeroes a 256 MB buffer (the L2, 60 MB, is then full of *dirty*
+    lines, which the timed call's reads must first write back); `flush='read'` sums it instead, leaving the L2 full of
+    clean lines — closer to a decode step, where the previous kernels mostly read other layers' weights."""
+    if 'buf' not in _FLUSH: _FLUSH['buf'] = torch.empty(256 * 2**20, dtype=torch.int8, device='cuda').zero_()
+    buf = _FLUSH['buf']
+    flush_fn = buf.zero_ if flush == 'memset' else (lambda: buf.view(torch.float32).sum())
     st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(st):   # warm up (compile, allocate counters) off the capture
-        for _ in range(2): fn()
+        for _ in range(2): fn(); flush_fn()
     torch.cuda.current_stream().wait_stream(st); torch.cuda.synchronize()
     graphs = [torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()]
     with torch.cuda.graph(graphs[0]):
-        for _ in range(n): flush.zero_(); fn()
+        for _ in range(n): flush_fn(); fn()
     with torch.cuda.graph(graphs[1]):
-        for _ in range(n): flush.zero_()
+        for _ in range(n): flush_fn()
     med = []
     for g in graphs:
         g.replay(); ts = []
@@ -720,26 +979,28 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
          x:torch.Tensor, # (M, K) activations (CUDA)
          w:torch.Tensor, s:torch.Tensor, # packed weight and scales of `fmt`
          rep:int=3, # timed graph replays per candidate
+         kernel_layout:bool=False, # `w` is in the kernel layout
         )->tuple: # (best KernelConfig, {config: µs}, {config: rel. error})
     "Check and time the candidate configs for this shape; remember the fastest correct one for its M bucket."
     mm, ref_fn = (w4a16_matmul, w4a16_mm_ref) if fmt == 'w4a16' else (bcq_matmul, bcq_mm_ref)
     M, N, K, group = (check_w4a16 if fmt == 'w4a16' else check_bcq)(x, w, s)[:4]
     refs = {}   # exact reference for fused kernels; weight rounded to x's dtype for 'dequant'
     times, errs = {}, {}
-    for c in _candidates(fmt, M, K, group):
+    for c in _candidates(fmt, M, K, group, kernel_layout):
         try:
             wdt = x.dtype if c.kernel == 'dequant' else torch.float32
-            if wdt not in refs: refs[wdt] = ref_fn(x, w, s, weight_dtype=wdt)
-            errs[c] = rel_error(mm(x, w, s, config=c), refs[wdt])
+            if wdt not in refs: refs[wdt] = ref_fn(x, w, s, weight_dtype=wdt, kernel_layout=kernel_layout)
+            errs[c] = rel_error(mm(x, w, s, config=c, kernel_layout=kernel_layout), refs[wdt])
             if not errs[c] < 1e-3: log.warning('config %s is wrong here (rel. error %.3g): skipped', c, errs[c]); continue
-            times[c] = _bench(lambda: mm(x, w, s, config=c), rep)
+            times[c] = _bench(lambda: mm(x, w, s, config=c, kernel_layout=kernel_layout), rep)
         except Exception as e: log.warning('config %s failed: %s', c, e)
     del refs
+    if not times: raise RuntimeError(f'no correct config for {fmt} {N}x{K} M={M}: errors {errs}')
     best = min(times, key=times.get)
-    _TUNED[(fmt, _m_bucket(M), N, K, group, str(x.dtype))] = best
+    _TUNED[(fmt, kernel_layout, _m_bucket(M), N, K, group, str(x.dtype))] = best
     return best, times, errs
 
-# %% ../nbs/15_kernels.ipynb #d6af6a67
+# %% ../nbs/15_kernels.ipynb #c4f73fb7
 QWEN35_SHAPES = {   # model -> {linear: (N, K)} for one decoder layer's projections and the head
     'Qwen3.5-4B': dict(q_proj=(2 * 16 * 256, 2560), k_proj=(4 * 256, 2560), v_proj=(4 * 256, 2560), o_proj=(2560, 16 * 256),
                        gate_proj=(9216, 2560), up_proj=(9216, 2560), down_proj=(2560, 9216),
@@ -754,6 +1015,7 @@ HBM_TBS, BF16_TFLOPS = 4.8, 989.0   # H200 SXM datasheet peaks used for the roof
 
 def weight_bytes(method:str, N:int, K:int, group:int=128)->int:
     "Bytes of one (N, K) weight in `method` ('bf16', 'w4a16', 'tinygemm', 'bcq2', 'bcq3', ...) incl. scales."
+    method = method.split('@')[0]
     if method == 'bf16': return 2 * N * K
     if method in ('w4a16', 'tinygemm'): return N * K // 2 + (2 if method == 'w4a16' else 4) * N * (K // group)
     if method.startswith('bcq'): q = int(method[3:]); return q * (N * K // 8 + 2 * N * (K // group))
@@ -767,7 +1029,7 @@ def _tinygemm(w4:torch.Tensor, s:torch.Tensor, group:int):
     sz = torch.stack([s.T.to(torch.bfloat16), torch.zeros_like(s.T, dtype=torch.bfloat16)], -1).contiguous()
     return packed, sz
 
-# %% ../nbs/15_kernels.ipynb #749ea909
+# %% ../nbs/15_kernels.ipynb #a6638504
 def measure_copy_tbs(gb:float=2.0)->float:
     "Device-to-device copy bandwidth in TB/s, counting bytes read plus written (a practical HBM ceiling)."
     a = torch.empty(int(gb * 2**30) // 4, dtype=torch.float32, device='cuda'); b = torch.empty_like(a)
@@ -783,53 +1045,68 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                       shapes=None, # optional subset of linear names
                       progress=None, # callable(str) for progress lines
                       checkpoint=None, # callable(partial result dict), called after every shape
+                      clean_l2=('gate_proj',), # linears also timed with a clean-L2 flush (`_bench(flush='read')`)
+                      time_budget_s:float|None=None, # start no new shape after this many seconds
                      )->dict: # {'rows': [...], 'tuned': {...}, 'assumptions': {...}}
-    "Time every method at every Qwen3.5 linear shape and M; µs, GB/s and fraction of roofline per row."
+    """Time every method at every Qwen3.5 linear shape and M; µs, GB/s and fraction of roofline per row.
+    Our W4A16 and BCQ run on weights converted once to the kernel layout (outside the timing), as a loaded model holds them."""
+    t_start = time.time()
     dev, dt = torch.device('cuda'), torch.bfloat16
     rows, tuned, say = [], {}, progress or log.info
     uniq = {}
     for model in models:
         for name, nk in QWEN35_SHAPES[model].items():
             if shapes is None or name in shapes: uniq.setdefault(nk, []).append(f'{model}/{name}')
-    res = dict(rows=rows, tuned=tuned, group=group, copy_tbs=measure_copy_tbs(),
+    uniq = dict(sorted(uniq.items(), key=lambda kv: not any(n.split('/')[1] in clean_l2 for n in kv[1])))  # key shape first
+    res = dict(rows=rows, tuned=tuned, group=group, copy_tbs=measure_copy_tbs(), skipped=[],
                assumptions=dict(hbm_tbs=HBM_TBS, bf16_tflops=BF16_TFLOPS, timer='CUDA-graph replay of 10 x (L2 flush, call) minus 10 x flush; median of 5',
+                                flush="memset of 256 MB (dirty L2); methods suffixed '@cleanL2' flushed by reading 256 MB instead",
                                 bytes='packed weight + scales + bf16 activations in and out', activations='bfloat16',
+                                layout='w4a16/bcq*: kernel layout (converted once, untimed), tensor-core kernels for M <= 64',
                                 tinygemm='aten._weight_int4pack_mm, innerKTiles 8, zero point 0 (same weight as w4a16)'))
     say(f"copy bandwidth {res['copy_tbs']:.2f} TB/s")
     for (N, K), names in uniq.items():
+        if time_budget_s is not None and time.time() - t_start > time_budget_s:
+            res['skipped'].append(names); say(f'time budget spent: skipping {names}'); continue
         torch.manual_seed(0)
         w4, s4 = pack_int4(torch.randint(-8, 8, (N, K), device=dev)), (torch.rand(N, K // group, device=dev) * 0.01 + 1e-3).to(dt)
-        wbf = w4a16_dequantize_triton(w4, s4, dt)
+        w4k = w4a16_to_kernel_layout(w4)
+        wbf = w4a16_dequantize_triton(w4k, s4, dt, kernel_layout=True)
         try: tg = _tinygemm(w4, s4, group)
         except Exception as e: tg = None; say(f'tinygemm unavailable: {e}')
-        bcq = {q: (pack_sign_words(torch.randint(0, 2, (q, N, K), device=dev, dtype=torch.int8) * 2 - 1),
+        del w4
+        bcq = {q: (bcq_to_kernel_layout(pack_sign_words(torch.randint(0, 2, (q, N, K), device=dev, dtype=torch.int8) * 2 - 1)),
                    (torch.rand(q, N, K // group, device=dev) * 0.01).to(dt)) for q in planes}
         for M in Ms:
             if tune_rep and M <= 64:
                 mb = _m_bucket(M)
-                for fmt, (w, s) in [('w4a16', (w4, s4)), ('bcq', bcq[3 if 3 in bcq else planes[0]])]:
-                    if (fmt, mb, N, K, group, str(dt)) in _TUNED: continue
+                for fmt, (w, s) in [('w4a16', (w4k, s4)), ('bcq', bcq[3 if 3 in bcq else planes[0]])]:
+                    if (fmt, True, mb, N, K, group, str(dt)) in _TUNED: continue
                     xt = torch.randn(mb, K, device=dev, dtype=dt)
-                    best, times, errs = tune(fmt, xt, w, s, tune_rep)
+                    try: best, times, errs = tune(fmt, xt, w, s, tune_rep, kernel_layout=True)
+                    except Exception as e: say(f'tuning {fmt} {N}x{K} M<={mb} failed: {e}'); continue
                     tuned[f'{fmt} M<={mb} {N}x{K}'] = dict(best=asdict(best), best_us=times[best], checked=len(errs),
                                                           max_rel_err=max(errs.values()), timed=len(times))
             x = torch.randn(M, K, device=dev, dtype=dt)
-            fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4, s4)}
+            fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4k, s4, kernel_layout=True)}
             if tg is not None: fns['tinygemm'] = lambda: torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1])
-            for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q]))
-            for method, fn in fns.items():
-                try: us = _bench(fn, rep)
-                except Exception as e: say(f'{method} failed at {N}x{K} M={M}: {e}'); continue
-                byts = weight_bytes(method, N, K, group) + 2 * M * (K + N)
-                floor = max(byts / (HBM_TBS * 1e12), 2 * M * N * K / (BF16_TFLOPS * 1e12)) * 1e6
-                rows.append(dict(shape=names[0], also=names[1:], N=N, K=K, M=M, method=method, us=us, bytes=byts,
-                                 gbps=byts / us / 1e3, frac_hbm=byts / (HBM_TBS * 1e12) * 1e6 / us, frac_roofline=floor / us,
-                                 tflops=2 * M * N * K / us / 1e6))
+            for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q], kernel_layout=True))
+            timers = [('', 'memset')] + ([('@cleanL2', 'read')] if any(n.split('/')[1] in clean_l2 for n in names) else [])
+            for suffix, flush in timers:
+                for method, fn in fns.items():
+                    try: us = _bench(fn, rep, flush=flush)
+                    except Exception as e: say(f'{method} failed at {N}x{K} M={M}: {e}'); continue
+                    byts = weight_bytes(method, N, K, group) + 2 * M * (K + N)
+                    floor = max(byts / (HBM_TBS * 1e12), 2 * M * N * K / (BF16_TFLOPS * 1e12)) * 1e6
+                    rows.append(dict(shape=names[0], also=names[1:], N=N, K=K, M=M, method=method + suffix, us=us, bytes=byts,
+                                     gbps=byts / us / 1e3, frac_hbm=byts / (HBM_TBS * 1e12) * 1e6 / us, frac_roofline=floor / us,
+                                     tflops=2 * M * N * K / us / 1e6))
             say(f'{N}x{K} M={M}: ' + ' '.join(f"{r['method']} {r['us']:.1f}" for r in rows if r['N'] == N and r['K'] == K and r['M'] == M))
         if tg is not None:   # is tinygemm computing the same product as our kernels?
             x = torch.randn(1, K, device=dev, dtype=dt)
-            res.setdefault('tinygemm_rel_err', {})[f'{N}x{K}'] = rel_error(torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1]), w4a16_mm_ref(x, w4, s4))
-        del w4, s4, wbf, tg, bcq
+            res.setdefault('tinygemm_rel_err', {})[f'{N}x{K}'] = rel_error(torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1]),
+                                                                            w4a16_mm_ref(x, w4k, s4, kernel_layout=True))
+        del s4, w4k, wbf, tg, bcq
         torch.cuda.empty_cache()
         if checkpoint: checkpoint(res)
     return res

@@ -1,9 +1,11 @@
 """GPU checks of `effqwen.kernels` (skipped without CUDA).
 
-marlin-style: each kernel's product against the dequantized reference, `mean|C - C_ref| / mean|C_ref| < 1e-3`, over
-M in {1, 2, 4, 8, 16, 64, 512}, N not a multiple of any block, K not a power of two, both groups and both half
-dtypes; every tuning candidate on one shape; split-K counters left at zero; bad inputs raise ValueError; the custom
-ops pass `opcheck` and compile under `torch.compile(fullgraph=True)`.
+marlin-style: each kernel's product against the dequantized reference, `mean|C - C_ref| / mean|C_ref| < 1e-3`.
+The fast path (weights in the kernel layout, tensor-core kernels with inline-PTX unpacking) is swept over
+M in {1, 2, 4, 8, 16, 64, 512}, N not a multiple of any block, K not a power of two, several groups and both half
+dtypes, plus every tuning candidate on one shape; the compressed-tensors-layout kernels (unchanged) on a few M;
+split-K counters left at zero; bad inputs raise ValueError; the custom ops pass `opcheck` and compile under
+`torch.compile(fullgraph=True)`.
 """
 import pytest, torch, torch.nn as nn
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
@@ -22,51 +24,80 @@ def bcq(Q, N, Kd, group, dtype, dev='cuda'):
     return (K.pack_sign_words(torch.randint(0, 2, (Q, N, Kd), device=dev) * 2 - 1),
             (torch.rand(Q, N, Kd // group, device=dev) * 0.02 / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(dtype))
 
-def ref_dtype(M, dtype):
-    "M > 16 runs dequantize (to x's dtype) + cuBLAS by default: its reference rounds the weight the same way."
-    return dtype if M > 16 else torch.float32
+def ref_dtype(M, dtype, kl=True):
+    "Large M runs dequantize (to x's dtype) + cuBLAS by default: its reference rounds the weight the same way."
+    return dtype if M > (64 if kl else 16) else torch.float32
+
+def locks_zero():
+    torch.cuda.synchronize()
+    return int(K._LOCKS[torch.device('cuda', torch.cuda.current_device())].abs().sum()) == 0
 
 @pytest.mark.parametrize('N,Kd,group,dtype', [(N, Kd, g, dt) for N, Kd in SHAPES for g in (32, 128) for dt in (torch.bfloat16, torch.float16)
                                                if dt == torch.bfloat16 or (N, Kd) == SHAPES[1]])
-def test_w4a16_sweep(N, Kd, group, dtype):
-    w, s = w4(N, Kd, group, dtype)
+def test_w4a16_kernel_layout_sweep(N, Kd, group, dtype):
+    w, s = w4(N, Kd, group, dtype); wk = K.w4a16_to_kernel_layout(w)
     for M in MS:
         x = torch.randn(M, Kd, device='cuda', dtype=dtype)
-        e = rel_error(K.w4a16_matmul(x, w, s), K.w4a16_mm_ref(x, w, s, weight_dtype=ref_dtype(M, dtype)))
-        assert e < 1e-3, f'w4a16 M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+        e = rel_error(K.w4a16_matmul(x, wk, s, kernel_layout=True), K.w4a16_mm_ref(x, w, s, weight_dtype=ref_dtype(M, dtype)))
+        assert e < 1e-3, f'w4a16 tc M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+    assert locks_zero()
 
 @pytest.mark.parametrize('Q,group', [(2, 64), (3, 128), (4, 256), (6, 64)])
 @pytest.mark.parametrize('N,Kd', [(33, 512), (1000, 2560), (4096, 768)])
-def test_bcq_sweep(Q, group, N, Kd):
+def test_bcq_kernel_layout_sweep(Q, group, N, Kd):
     for dtype in ((torch.bfloat16, torch.float16) if Q == 3 else (torch.bfloat16,)):
-        b, a = bcq(Q, N, Kd, group, dtype)
+        b, a = bcq(Q, N, Kd, group, dtype); bk = K.bcq_to_kernel_layout(b)
         for M in MS:
             x = torch.randn(M, Kd, device='cuda', dtype=dtype)
-            e = rel_error(K.bcq_matmul(x, b, a), K.bcq_mm_ref(x, b, a, weight_dtype=ref_dtype(M, dtype)))
-            assert e < 1e-3, f'bcq Q={Q} M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+            e = rel_error(K.bcq_matmul(x, bk, a, kernel_layout=True), K.bcq_mm_ref(x, b, a, weight_dtype=ref_dtype(M, dtype)))
+            assert e < 1e-3, f'bcq tc Q={Q} M={M} N={N} K={Kd} g{group} {dtype}: rel. error {e:.3g}'
+
+def test_layout_conversion_on_gpu():
+    "The conversion gives the same bits on the GPU as on the CPU, and round-trips."
+    w, _ = w4(1000, 2560, 128, torch.bfloat16); b, _ = bcq(3, 100, 512, 128, torch.bfloat16)
+    assert torch.equal(K.w4a16_to_kernel_layout(w).cpu(), K.w4a16_to_kernel_layout(w.cpu()))
+    assert torch.equal(K.w4a16_from_kernel_layout(K.w4a16_to_kernel_layout(w)), w)
+    assert torch.equal(K.bcq_from_kernel_layout(K.bcq_to_kernel_layout(b)), b)
+
+def test_compressed_tensors_layout_kernels():
+    "The kernels that read the compressed-tensors layout directly (unchanged) still agree with the reference."
+    w, s = w4(1000, 2560, 128, torch.bfloat16); b, a = bcq(3, 1000, 2560, 128, torch.bfloat16)
+    for M in (1, 5, 16, 64, 100):
+        x = torch.randn(M, 2560, device='cuda', dtype=torch.bfloat16)
+        e = rel_error(K.w4a16_matmul(x, w, s), K.w4a16_mm_ref(x, w, s, weight_dtype=ref_dtype(M, x.dtype, False)))
+        assert e < 1e-3, f'w4a16 M={M}: {e:.3g}'
+        e = rel_error(K.bcq_matmul(x, b, a), K.bcq_mm_ref(x, b, a, weight_dtype=ref_dtype(M, x.dtype, False)))
+        assert e < 1e-3, f'bcq M={M}: {e:.3g}'
 
 @pytest.mark.parametrize('fmt', ['w4a16', 'bcq'])
 def test_every_candidate(fmt):
-    "Whatever `tune` picks is correct: every candidate config, split-K included, on one shape."
+    "Whatever `tune` picks is correct: every kernel-layout candidate config, split-K included, on one shape."
     N, Kd, group = 1000, 2560, 128
     w, s = w4(N, Kd, group, torch.bfloat16) if fmt == 'w4a16' else bcq(3, N, Kd, group, torch.bfloat16)
+    wk = K.w4a16_to_kernel_layout(w) if fmt == 'w4a16' else K.bcq_to_kernel_layout(w)
     mm, ref = (K.w4a16_matmul, K.w4a16_mm_ref) if fmt == 'w4a16' else (K.bcq_matmul, K.bcq_mm_ref)
-    for M in (1, 5, 16, 40):
+    for M in (1, 16, 40):
         x = torch.randn(M, Kd, device='cuda', dtype=torch.bfloat16)
-        for c in K._candidates(fmt, M, Kd, group):
+        for c in K._candidates(fmt, M, Kd, group, kl=True):
             r = ref(x, w, s, weight_dtype=torch.bfloat16 if c.kernel == 'dequant' else torch.float32)
             for _ in range(2):   # twice: the split-K counters must have been reset by the first launch
-                e = rel_error(mm(x, w, s, config=c), r)
+                e = rel_error(mm(x, wk, s, config=c, kernel_layout=True), r)
                 assert e < 1e-3, f'{fmt} M={M} {c}: rel. error {e:.3g}'
-    torch.cuda.synchronize()
-    assert int(K._LOCKS[torch.device('cuda', torch.cuda.current_device())].abs().sum()) == 0
+    assert locks_zero()
+
+def test_fp32_activations():
+    w, s = w4(200, 512, 128, torch.float32); b, a = bcq(2, 200, 512, 64, torch.float32)
+    x = torch.randn(3, 512, device='cuda')
+    assert rel_error(K.w4a16_matmul(x, K.w4a16_to_kernel_layout(w), s, kernel_layout=True), K.w4a16_mm_ref(x, w, s)) < 1e-3
+    assert rel_error(K.bcq_matmul(x, K.bcq_to_kernel_layout(b), a, kernel_layout=True), K.bcq_mm_ref(x, b, a)) < 1e-3
 
 def test_poisoned_output_is_overwritten():
     "Every output element is written (outputs are fresh allocations; NaN-poison the caching allocator's memory first)."
-    w, s = w4(1000, 2560, 128, torch.bfloat16)
-    for M, c in [(1, K.KernelConfig('gemv', 32, 256, 4)), (7, K.KernelConfig('gemm', 64, 128, 3))]:
+    w, s = w4(1000, 2560, 128, torch.bfloat16); wk = K.w4a16_to_kernel_layout(w)
+    for M, c in [(1, K.KernelConfig('tc', 128, 128, 4)), (7, K.KernelConfig('tc', 64, 128, 1)), (1, K.KernelConfig('gemv', 32, 256, 4))]:
         torch.full((M * 1000 * 64,), float('nan'), device='cuda', dtype=torch.bfloat16); torch.cuda.synchronize()
-        y = K.w4a16_matmul(torch.randn(M, 2560, device='cuda', dtype=torch.bfloat16), w, s, config=c)
+        y = K.w4a16_matmul(torch.randn(M, 2560, device='cuda', dtype=torch.bfloat16), wk if c.kernel == 'tc' else w, s, config=c,
+                           kernel_layout=c.kernel == 'tc')
         assert torch.isfinite(y).all()
 
 def test_bad_inputs_cuda():
@@ -78,6 +109,7 @@ def test_bad_inputs_cuda():
                    (lambda: K.w4a16_matmul(x, w, torch.ones(64, 3, device='cuda')), 'not a multiple of the group'),
                    (lambda: K.w4a16_matmul(x, w, s[:10].contiguous()), 'weight_scale must be'),
                    (lambda: K.w4a16_matmul(x.cpu(), w, s), 'is on cuda'),
+                   (lambda: K.w4a16_matmul(x, w, s, config=K.KernelConfig('tc', 64, 128)), 'kernel layout'),
                    (lambda: K.bcq_matmul(x, *bcq(3, 64, 256, 64, torch.bfloat16)[:1], torch.ones(2, 64, 4, device='cuda')), 'weight_alpha must be')]:
         with pytest.raises(ValueError, match=msg): f()
 
@@ -94,3 +126,4 @@ def test_modules_and_custom_ops():
     x = torch.randn(4, 512, device='cuda', dtype=torch.bfloat16)
     torch.library.opcheck(K.w4a16_mm, (x, w, s), test_utils=('test_schema', 'test_faketensor'))
     torch.library.opcheck(K.bcq_mm, (x, b, a), test_utils=('test_schema', 'test_faketensor'))
+    torch.library.opcheck(K.w4a16_mm, (x, K.w4a16_to_kernel_layout(w), s, True), test_utils=('test_schema', 'test_faketensor'))
