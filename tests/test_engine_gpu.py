@@ -21,6 +21,19 @@ def _prompts():
     g = torch.Generator().manual_seed(0)
     return [torch.randint(0, 255, (1, L), generator=g).cuda() for L in (5, 23, 70)]
 
+def _agree_up_to_ties(m, pr, out, ref, ulps=4):
+    """Engine and HF greedy agree, or first differ where HF's own top-2 logits are within a few bf16 ulps (a rounding tie).
+
+    After such a flip the continuations legitimately differ, so only the first divergence is judged."""
+    diff = (out[0] != ref[0]).nonzero()
+    if len(diff) == 0: return
+    j = int(diff[0])
+    with torch.no_grad():
+        lg = m(torch.cat([pr[0], ref[0, :j]])[None]).logits[0, -1].float()
+    margin = (lg[ref[0, j]] - lg[out[0, j]]).item()
+    tol = ulps * 2.0 ** -8 * lg.abs().max().item()
+    assert 0 <= margin <= tol, f'first divergence at token {j}: HF prefers its token by {margin:.4g} > {tol:.3g} (not a tie)'
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 def test_greedy_equals_hf(dtype):
     from effqwen.engine import Engine
@@ -30,7 +43,7 @@ def test_greedy_equals_hf(dtype):
         for pr in _prompts():
             ref, out = greedy_generate(m, pr, 40), eng.generate(pr, 40)
             if dtype == torch.float32: assert torch.equal(out, ref), (name, pr.shape)
-            else: assert (out == ref).float().mean() > 0.9, (name, pr.shape, out, ref)   # bf16: rounding may flip a late tie
+            else: _agree_up_to_ties(m, pr, out, ref)   # bf16: block vs token-by-token rounding may flip a near-tie
 
 def test_verify_commit_equal_hf():
     from effqwen.engine import Engine
@@ -40,12 +53,14 @@ def test_verify_commit_equal_hf():
     with torch.no_grad():
         full = m(torch.cat([pr[0], blk])[None]).logits[0]
         eng.prefill(pr)
-        assert rel_error(eng.verify(blk), full[23:39]) < 1e-4
+        # on a GPU, HF's Gated-DeltaNet runs flash-linear-attention's Triton chunk kernels, whose fp32 tl.dot uses
+        # TF32 (~1e-3 relative): the reference itself is only that precise (measured 9.99e-4 on an H200)
+        assert rel_error(eng.verify(blk), full[23:39]) < 3e-3
         for n in (1, 7, 16):
             eng.prefill(pr); eng.verify(blk); eng.commit(n)
             nxt = torch.tensor([5], device='cuda'); eng.tok[:1] = nxt
             want = m(torch.cat([pr[0], blk[:n], nxt])[None]).logits[0, -1]
-            assert rel_error(eng.decode_one_token(), want) < 1e-4, n
+            assert rel_error(eng.decode_one_token(), want) < 3e-3, n
 
 def test_w4a16_engine_equals_hf_w4a16():
     from effqwen.engine import Engine
@@ -56,7 +71,7 @@ def test_w4a16_engine_equals_hf_w4a16():
     eng = Engine(m, max_seq_len=160, convert=mk)
     for pr in _prompts():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
-        assert (out == ref).float().mean() > 0.9, (out, ref)
+        _agree_up_to_ties(m4, pr, out, ref)
 
 def test_speculative_with_static_drafter():
     from effqwen.engine import Engine, StaticDrafter, speculative_generate
