@@ -32,11 +32,15 @@ sync-check: install
 	  echo "notebooks and library are out of sync or notebooks are not clean (run nbdev_export && nbdev_clean, commit):"; \
 	  echo "$$changed"; exit 1; fi
 
+# Without a GPU every Triton kernel runs under the interpreter. Set it for the whole run, not per notebook: nbdev_test
+# reuses worker processes, and a @triton.jit decorated before the variable is set would not be interpreted.
+NO_GPU = $(shell $(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)" 2>/dev/null || echo 1)
+
 nbtest: assets
-	$(VENV)/bin/nbdev_test --n_workers 2
+	TRITON_INTERPRET=$(NO_GPU) $(VENV)/bin/nbdev_test --n_workers 2
 
 # pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit
 pytest: assets
-	$(VENV)/bin/pytest -q tests
+	TRITON_INTERPRET=$(NO_GPU) $(VENV)/bin/pytest -q tests
 
 test: sync-check nbtest pytest
