@@ -32,15 +32,15 @@ sync-check: install
 	  echo "notebooks and library are out of sync or notebooks are not clean (run nbdev_export && nbdev_clean, commit):"; \
 	  echo "$$changed"; exit 1; fi
 
-# Without a GPU every Triton kernel runs under the interpreter. Set it for the whole run, not per notebook: nbdev_test
-# reuses worker processes, and a @triton.jit decorated before the variable is set would not be interpreted.
-NO_GPU = $(shell $(PY) -c "import torch; print(0 if torch.cuda.is_available() else 1)" 2>/dev/null || echo 1)
-
+# The Triton kernels notebook runs in its own nbdev_test process: without a GPU it sets TRITON_INTERPRET=1 before
+# defining kernels, and nbdev_test reuses worker processes, where an earlier notebook may already have imported
+# effqwen.kernels uninterpreted. Everything else uses the kernels' torch reference path on a CPU.
 nbtest: assets
-	TRITON_INTERPRET=$(NO_GPU) $(VENV)/bin/nbdev_test --n_workers 2
+	$(VENV)/bin/nbdev_test --n_workers 2 --skip_file_glob '15_kernels*'
+	TRITON_INTERPRET=1 $(VENV)/bin/nbdev_test --path nbs/15_kernels.ipynb
 
 # pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit
 pytest: assets
-	TRITON_INTERPRET=$(NO_GPU) $(VENV)/bin/pytest -q tests
+	$(VENV)/bin/pytest -q tests
 
 test: sync-check nbtest pytest
