@@ -10,7 +10,7 @@ __all__ = ['log', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpac
            'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'weight_bytes', 'measure_copy_tbs',
            'benchmark_linears']
 
-# %% ../nbs/15_kernels.ipynb #d52e26c0
+# %% ../nbs/15_kernels.ipynb #5e56eb13
 import logging, math, os, time
 from dataclasses import dataclass, asdict, replace
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -29,7 +29,7 @@ _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # read once, like 
 from .core import rel_error
 log = logging.getLogger(__name__)
 
-# %% ../nbs/15_kernels.ipynb #43612657
+# %% ../nbs/15_kernels.ipynb #79d1b798
 def _to_int32(v:torch.Tensor)->torch.Tensor:
     "Reinterpret non-negative int64 values < 2**32 as the int32 with the same 32 bits."
     return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
@@ -49,7 +49,7 @@ def unpack_int4(packed:torch.Tensor, # (N, K//8) int32 from `pack_int4`
     sh = 4*torch.arange(8, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 0xF) - 8).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #666f27b9
+# %% ../nbs/15_kernels.ipynb #53675954
 def pack_sign_words(signs:torch.Tensor, # (Q, N, K) signs: ±1 numbers or booleans (True = +1); K a multiple of 32
               )->torch.Tensor: # (Q, N, K//32) int32, bit j of word w = column 32w+j, 1 = +1
     "Bit-pack BCQ sign planes along K."
@@ -64,7 +64,7 @@ def unpack_sign_words(packed:torch.Tensor, # (Q, N, K//32) int32 from `pack_sign
     sh = torch.arange(32, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 1) * 2 - 1).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #36ff2a5f
+# %% ../nbs/15_kernels.ipynb #c545dfe0
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _group_of(K:int, n_groups:int, group_size:int|None, what:str)->int:
@@ -109,7 +109,7 @@ def bcq_mm_ref(x, weight_signs, weight_alpha, weight_dtype=torch.float32, kernel
     w = bcq_dequantize(weight_signs, weight_alpha, weight_dtype, kernel_layout).float()
     return (x.float() @ w.T).to(x.dtype)
 
-# %% ../nbs/15_kernels.ipynb #9789fb9f
+# %% ../nbs/15_kernels.ipynb #b1c7642a
 _W4_SLOT = (0, 4, 1, 5, 2, 6, 3, 7)                      # column j of a word's 8 -> its nibble slot (kernel layout)
 _B1_BIT = tuple(j // 2 + 16 * (j % 2) for j in range(32))  # column j of a word's 32 -> its bit (kernel layout)
 
@@ -140,7 +140,7 @@ def bcq_from_kernel_layout(weight_kernel:torch.Tensor)->torch.Tensor:
     "Inverse of `bcq_to_kernel_layout`."
     return _move_fields(weight_kernel, 1, _B1_BIT)
 
-# %% ../nbs/15_kernels.ipynb #bef3beb9
+# %% ../nbs/15_kernels.ipynb #7f7ed6d6
 @_jit
 def _splitk_epilogue(acc,       # float32 tile of partial (or, with SPLIT_K == 1, final) outputs
                      y_ptr,     # output base pointer (x's dtype)
@@ -174,7 +174,7 @@ def _k_range(pid_k, K, SPLIT_K, BLOCK_K: tl.constexpr):
     t0 = pid_k * per
     return t0, tl.minimum(t0 + per, n_tiles)
 
-# %% ../nbs/15_kernels.ipynb #f75b3749
+# %% ../nbs/15_kernels.ipynb #0491e537
 @_jit(do_not_specialize=['SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _w4a16_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -220,7 +220,7 @@ def _w4a16_gemv_kernel(
         acc += s * (16.0 * fx - 24.0 * xs[None, :])                # Σ code·x = 16 Σ f x − 24 Σ x
     _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #38bdcbfc
+# %% ../nbs/15_kernels.ipynb #a3f879cd
 @_jit
 def _unpack_bytes(w, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr):
     "(BLOCK_N, BLOCK_KW) int32 words -> (BLOCK_N, 4*BLOCK_KW) int32 whose low 8 bits are the bytes, in column order."
@@ -291,7 +291,7 @@ def _w4a16_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #a77db225
+# %% ../nbs/15_kernels.ipynb #cc7cbe8d
 @_jit(do_not_specialize=['Q', 'SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _bcq_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -373,7 +373,7 @@ def _bcq_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #bd49d86d
+# %% ../nbs/15_kernels.ipynb #3dac8417
 @_jit
 def _w4a16_dequant_kernel(
     w_ptr,        # (N, K//8) int32 weight_packed
@@ -412,7 +412,7 @@ def _bcq_dequant_kernel(
         acc += pm * a.to(tl.float32)
     tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask)
 
-# %% ../nbs/15_kernels.ipynb #3b2fb731
+# %% ../nbs/15_kernels.ipynb #6990b757
 _W4_ASM_SRC = """{
 .reg .b32 t<3>, one, off;
 mov.b32 one, ONE;
@@ -591,12 +591,122 @@ def _bcq_dequant_kl_kernel(b_ptr, a_ptr, out_ptr, N, K, Q, KW,  # kernel-layout 
         acc += p * a.to(tl.float32)
     tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask[:, None])
 
-# %% ../nbs/15_kernels.ipynb #2a3c242f
+# %% ../nbs/15_kernels.ipynb #eca0adde
+_MV_MASKS = (0x00078000, 0x00780000, 0x3F800000)   # nibble at bits 15..18, at bits 19..22, and the bits of 1.0
+
+@_jit
+def _w4_pair(v,       # words shifted so that two nibbles sit at bits 15..18 and 19..22
+             xe, xo,  # activations of those two columns, pre-scaled by 256 and 16
+             acc, MLO, MHI, ONE):
+    "acc + (1 + u_lo/256)·xe + (1 + u_hi/16)·xo, one LOP3 and one FFMA per nibble."
+    acc = tl.fma(((v & MLO) | ONE).to(tl.float32, bitcast=True), xe[None, :], acc)
+    return tl.fma(((v & MHI) | ONE).to(tl.float32, bitcast=True), xo[None, :], acc)
+
+@_jit
+def _x_scaled(ptr, E: tl.constexpr, XBF16: tl.constexpr):
+    "Activation at `ptr` times 2**E as float32. bf16: its bits shifted up, plus E in the exponent field (one IMAD)."
+    if XBF16: return ((tl.load(ptr).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
+    else: return tl.load(ptr).to(tl.float32) * (2.0 ** E)
+
+@_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
+def _w4a16_mv_kernel(
+    x_ptr,        # (K,) activations, contiguous
+    w_ptr,        # (N, K//8) int32 packed weight, *kernel layout*: slot s of a word holds column 2*(s % 4) + s // 4
+    s_ptr,        # (N, K//GROUP) weight_scale
+    y_ptr,        # (N,) output, x's dtype
+    ws_ptr,       # (SPLIT_K, N) float32 split-K workspace
+    lock_ptr,     # (cdiv(N, BLOCK_N),) int32 arrival counters
+    N, K,         # output / input features; K % BLOCK_K == 0
+    KW,           # K // 8 words per weight row
+    SPLIT_K,      # programs per row block along K (grid axis 1)
+    MLO, MHI, ONE,          # `_MV_MASKS` (arguments, not literals: see above)
+    GROUP: tl.constexpr,    # input columns per scale
+    BLOCK_N: tl.constexpr,  # output rows per program
+    BLOCK_K: tl.constexpr,  # input columns per step: divides GROUP
+    XBF16: tl.constexpr,    # bf16 activations: convert and pre-scale with one integer op (see `_x_scaled`)
+    DEPTH: tl.constexpr,    # tiles of words in flight ahead of the one being computed (1 or 2)
+):
+    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rc = tl.arange(0, BLOCK_K // 8)
+    w_rows = w_ptr + rn[:, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn.to(tl.int64) * (K // GROUP)
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_K // 8), dtype=tl.float32)
+    w_nxt = tl.load(w_rows + (t0 * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t0) < t1)[None, :],
+                    other=0, eviction_policy='evict_first')
+    if DEPTH == 2:
+        w_nx2 = tl.load(w_rows + ((t0 + 1) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t0 + 1) < t1)[None, :],
+                        other=0, eviction_policy='evict_first')
+    for t in range(t0, t1):
+        k0 = t * BLOCK_K
+        w = w_nxt   # register prefetch: the next DEPTH tiles' words are in flight while this one is computed
+        if DEPTH == 2:
+            w_nxt = w_nx2
+            w_nx2 = tl.load(w_rows + ((t + 2) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t + 2) < t1)[None, :],
+                            other=0, eviction_policy='evict_first')
+        else:
+            w_nxt = tl.load(w_rows + ((t + 1) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t + 1) < t1)[None, :],
+                            other=0, eviction_policy='evict_first')
+        s = tl.load(s_rows + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+        xb = x_ptr + k0 + rc * 8   # slots 2p (at bits 15..18 after the shift) and 2p+1 (19..22) are columns e_p, o_p
+        xe0 = _x_scaled(xb + 0, 8, XBF16); xo0 = _x_scaled(xb + 2, 4, XBF16)   # 256 x, 16 x
+        xe1 = _x_scaled(xb + 4, 8, XBF16); xo1 = _x_scaled(xb + 6, 4, XBF16)
+        xe2 = _x_scaled(xb + 1, 8, XBF16); xo2 = _x_scaled(xb + 3, 4, XBF16)
+        xe3 = _x_scaled(xb + 5, 8, XBF16); xo3 = _x_scaled(xb + 7, 4, XBF16)
+        corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)   # Σ (F + 8) x with F x = x', F = 256 | 16
+        p = _w4_pair(w << 15, xe0, xo0, -corr[None, :], MLO, MHI, ONE)
+        p = _w4_pair(w << 7, xe1, xo1, p, MLO, MHI, ONE)
+        p = _w4_pair(w >> 1, xe2, xo2, p, MLO, MHI, ONE)
+        p = _w4_pair(w >> 9, xe3, xo3, p, MLO, MHI, ONE)   # (arithmetic shift: the sign fill is masked off)
+        acc += p * s[:, None]
+    _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+@_jit(do_not_specialize=['SPLIT_K'])
+def _bcq_mv_kernel(
+    x_ptr,        # (K,) activations, contiguous
+    b_ptr,        # (Q, N, K//32) int32 signs, *kernel layout*: bit i + 16e of a word is column 2i + e
+    a_ptr,        # (Q, N, K//GROUP) weight_alpha
+    y_ptr,        # (N,) output, x's dtype
+    ws_ptr,       # (SPLIT_K, N) float32 split-K workspace
+    lock_ptr,     # (cdiv(N, BLOCK_N),) int32 arrival counters
+    N, K,         # output / input features; K % BLOCK_K == 0
+    KW,           # K // 32 words per sign row
+    SPLIT_K,      # programs per row block along K
+    Q: tl.constexpr,        # planes (unrolled: the activations of a tile are loaded once for all planes)
+    GROUP: tl.constexpr,    # input columns per α
+    BLOCK_N: tl.constexpr,  # output rows per program
+    BLOCK_K: tl.constexpr,  # input columns per step: multiple of 32, divides GROUP
+):
+    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rc = tl.arange(0, BLOCK_K // 32)
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_K // 32), dtype=tl.float32)
+    for t in range(t0, t1):
+        k0 = t * BLOCK_K
+        xb = x_ptr + k0 + rc * 32
+        xs = tl.zeros((BLOCK_K // 32,), dtype=tl.float32)   # Σ x over each word's 32 columns
+        for q in tl.static_range(Q):
+            rows = (q * N + rn).to(tl.int64)
+            b = tl.load(b_ptr + rows[:, None] * KW + (k0 // 32 + rc)[None, :], mask=nmask[:, None], other=0, eviction_policy='evict_first')
+            al = tl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+            sx = tl.zeros((BLOCK_N, BLOCK_K // 32), dtype=tl.float32)   # Σ of x where the sign bit is set
+            for i in tl.static_range(16):
+                for e in tl.static_range(2):
+                    xv = tl.load(xb + (2 * i + e)).to(tl.float32)
+                    if q == 0: xs += xv
+                    sx = tl.where(((b >> (i + 16 * e)) & 1) != 0, sx + xv[None, :], sx)   # predicated FADD
+            acc += (2.0 * sx - xs[None, :]) * al[:, None]
+    _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+# %% ../nbs/15_kernels.ipynb #b6bb9c46
 @dataclass(frozen=True)
 class KernelConfig:
     "Which kernel runs a quantized matmul, and its meta-parameters."
     kernel: str = 'gemv'   # compressed-tensors layout: 'gemv' (M = 1), 'gemm' (swap-AB tl.dot, M <= 64);
-                           # kernel layout: 'tc' (tensor cores, inline-PTX unpacking, M <= 64); either: 'dequant' (-> cuBLAS)
+                           # kernel layout: 'mv' (CUDA-core mat-vec, M = 1), 'tc' (tensor cores, inline-PTX unpacking,
+                           # M <= 64); either: 'dequant' (-> cuBLAS)
     block_n: int = 32      # output features per program
     block_k: int = 256     # input columns per step
     split_k: int = 1       # programs per output tile along K
@@ -621,23 +731,24 @@ def _fit_block_k(bk:int, K:int, group:int, le_group:bool)->int:
     return bk
 
 def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=False)->KernelConfig:
-    """Heuristic config. Kernel layout: tensor cores up to M = 64, dequantize + cuBLAS beyond; compressed-tensors
-    layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
+    """Heuristic config. Kernel layout: CUDA-core mat-vec for M = 1, tensor cores up to M = 64, dequantize + cuBLAS
+    beyond; compressed-tensors layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
     if M > (64 if kl else 16): return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
-    if kl: cfg = KernelConfig('tc', 64, 128, num_warps=4, num_stages=3)   # what tuning picked on the H200 (second run)
+    if kl and M == 1: cfg = KernelConfig('mv', 128, 128, num_warps=4, num_stages=1)
+    elif kl: cfg = KernelConfig('tc', 64, 128, num_warps=4, num_stages=3)   # what tuning picked on the H200 (second run)
     elif M == 1: cfg = KernelConfig('gemv', 32 if fmt == 'w4a16' else 64, 256, num_warps=4)
     else: cfg = KernelConfig('gemm', 64, 128 if fmt == 'w4a16' else 64, num_warps=4)
     tiles = -(-N // cfg.block_n)
     k_tiles = K // _fit_block_k(cfg.block_k, K, group, cfg.kernel != 'gemv')
-    split, waves, cap = 1, (4 if kl else 2), (8 if kl else 16)
+    split, waves, cap = 1, (4 if kl else 2), (8 if cfg.kernel == 'tc' else 16)
     while tiles * split < waves * _n_sms(device) and split * 2 <= min(k_tiles, cap): split *= 2
     return replace(cfg, split_k=split)
 
 def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
     if config is not None:
-        if (config.kernel == 'tc') != kl and config.kernel != 'dequant':
+        if (config.kernel in ('tc', 'mv')) != kl and config.kernel != 'dequant':
             raise ValueError(f"config kernel {config.kernel!r} reads the {'compressed-tensors' if kl else 'kernel'} layout but the weight "
-                             f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'tc' if kl else 'gemv/gemm'} or 'dequant'")
+                             f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'mv/tc' if kl else 'gemv/gemm'} or 'dequant'")
         return config
     return _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype))) or _default_config(fmt, M, N, K, group, device, kl)
 
@@ -646,7 +757,7 @@ def _locks(device, n:int)->torch.Tensor:
     if buf is None or buf.numel() < n: buf = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return buf
 
-# %% ../nbs/15_kernels.ipynb #f5be001c
+# %% ../nbs/15_kernels.ipynb #3e7e385b
 def _check_common(x, weights:dict, scales_name:str, scales):
     "Checks shared by both formats: 2-D activations, dtypes, contiguity, one device."
     if not isinstance(x, torch.Tensor) or x.dim() != 2: raise ValueError(f'x must be a 2-D (M, K) tensor, got shape {tuple(getattr(x, "shape", ()))}: flatten leading dims first')
@@ -684,26 +795,31 @@ def check_bcq(x:torch.Tensor, # (M, K) activations
     if weight_alpha.dim() != 3 or tuple(weight_alpha.shape[:2]) != (Q, N): raise ValueError(f'weight_alpha must be (Q={Q}, N={N}, K/group), got {tuple(weight_alpha.shape)}')
     return M, N, K, _group_of(K, weight_alpha.shape[2], group_size, 'weight_alpha'), Q
 
-# %% ../nbs/15_kernels.ipynb #68a98d5f
+# %% ../nbs/15_kernels.ipynb #e79d8da4
 def _store_dtype(dtype):
     "Triton's interpreter truncates float32 -> bf16/fp16 stores (the GPU rounds to nearest): there, store float32 and round in torch."
     return torch.float32 if _INTERPRET else dtype
 
 def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
-    "Run the gemv/gemm/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
+    "Run the gemv/gemm/mv/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
     y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
     if M == 0 or N == 0: return y.to(x.dtype)
     gemm = cfg.kernel in ('gemm', 'tc')
-    if not gemm and M != 1: raise ValueError(f"config kernel 'gemv' needs M = 1, got M={M}")
-    bk = _fit_block_k(cfg.block_k, K, group, le_group=gemm)
-    if fmt == 'bcq' and cfg.kernel == 'tc' and bk < 32: raise ValueError(f'BCQ needs block_k >= 32, got {bk}')
+    if not gemm and M != 1: raise ValueError(f"config kernel {cfg.kernel!r} needs M = 1, got M={M}")
+    bk = _fit_block_k(cfg.block_k, K, group, le_group=gemm or cfg.kernel == 'mv')
+    if fmt == 'bcq' and cfg.kernel in ('tc', 'mv') and bk < 32: raise ValueError(f'BCQ needs block_k >= 32, got {bk}')
     bm = max(16, min(64, triton.next_power_of_2(M))) if gemm else 1
     grid = (triton.cdiv(N, cfg.block_n), cfg.split_k, triton.cdiv(M, bm))
     ws = torch.empty(cfg.split_k, M, N, dtype=torch.float32, device=x.device) if cfg.split_k > 1 else y
     locks = _locks(x.device, grid[0] * grid[2])
     meta = dict(GROUP=group, BLOCK_N=cfg.block_n, BLOCK_K=bk, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if gemm: meta.update(BLOCK_M=bm, DOT_F32=_INTERPRET or x.dtype == torch.float32)
-    if cfg.kernel == 'tc':
+    if cfg.kernel == 'mv':
+        meta.update(num_stages=1)   # for 'mv', `num_stages` is the kernel's own register prefetch depth (1 or 2)
+        if fmt == 'w4a16': _w4a16_mv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
+                                                      XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=min(max(cfg.num_stages, 1), 2), **meta)
+        else: _bcq_mv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, K // 32, cfg.split_k, Q=Q, **meta)
+    elif cfg.kernel == 'tc':
         meta.update(ASM=not _INTERPRET, F16=x.dtype == torch.float16)
         if fmt == 'w4a16': _w4a16_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta)
         else: _bcq_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 32, cfg.split_k, Q=Q, **meta)
@@ -737,7 +853,7 @@ def bcq_dequantize_triton(weight_signs, weight_alpha, dtype=torch.bfloat16, bloc
     else: _bcq_dequant_kernel[grid](weight_signs, weight_alpha, out, N, K, Q, K // 32, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
     return out.to(dtype)
 
-# %% ../nbs/15_kernels.ipynb #6f1222ac
+# %% ../nbs/15_kernels.ipynb #c80ccd96
 def _use_triton(x)->bool: return triton is not None and (x.is_cuda or (_INTERPRET and x.device.type == 'cpu'))
 
 def w4a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
@@ -770,7 +886,7 @@ def bcq_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
         return x @ bcq_dequantize_triton(weight_signs, weight_alpha, x.dtype, cfg.block_n, cfg.block_k, kernel_layout).T
     return _launch_matvec('bcq', x, weight_signs, weight_alpha, M, N, K, group, Q, cfg)
 
-# %% ../nbs/15_kernels.ipynb #fab29325
+# %% ../nbs/15_kernels.ipynb #6970b759
 @torch.library.custom_op('effqwen::w4a16_mm', mutates_args=())
 def w4a16_mm(x:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tensor, kernel_layout:bool=False)->torch.Tensor:
     "Custom op: (M, K) x, (N, K//8) int32 packed (compressed-tensors or kernel layout), (N, K//group) scales -> (M, N) in x's dtype."
@@ -791,7 +907,7 @@ def _(x, weight_signs, weight_alpha, kernel_layout=False):
     check_bcq(x, weight_signs, weight_alpha)
     return x.new_empty(x.shape[0], weight_signs.shape[1])
 
-# %% ../nbs/15_kernels.ipynb #13d81f1f
+# %% ../nbs/15_kernels.ipynb #a701ff88
 def _linear(op, x, a, b, bias, kernel_layout=False):
     y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, kernel_layout).reshape(*x.shape[:-1], -1)
     return y if bias is None else y + bias.to(y.dtype)
@@ -849,7 +965,7 @@ class W4A16Linear(nn.Module):
         codes = (wg / s.float()[..., None]).round().clamp(-8, 7).view_as(w)
         return cls.from_codes(codes, s, None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #ca8798fd
+# %% ../nbs/15_kernels.ipynb #46ec674c
 class BCQLinear(nn.Module):
     "`nn.Linear` with binary-coded weights: Q bit-packed sign planes and per-group scales α."
     def __init__(self, in_features:int, out_features:int, planes:int=3, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
@@ -907,7 +1023,7 @@ class BCQLinear(nn.Module):
             signs.append(b.view_as(w)); alphas.append(a)
         return cls.from_codes(torch.stack(signs), torch.stack(alphas), None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #87d1cc8e
+# %% ../nbs/15_kernels.ipynb #4d88039f
 def replace_linears(model:nn.Module, # model to modify in place
                     make, # callable: nn.Linear -> replacement module (e.g. `W4A16Linear.from_float`)
                     skip=('lm_head',), # module-name substrings to leave alone
@@ -919,10 +1035,16 @@ def replace_linears(model:nn.Module, # model to modify in place
         setattr(model.get_submodule(parent) if parent else model, attr, make(lin))
     return len(todo)
 
-# %% ../nbs/15_kernels.ipynb #16e34323
+# %% ../nbs/15_kernels.ipynb #58a9f22c
 def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False)->list:
     "A few configs per kernel family worth timing (`kl`: weight in the kernel layout)."
-    if kl:
+    if kl and M == 1:   # CUDA-core mat-vec (num_stages: W4A16's register prefetch depth), one tensor-core config
+        base = [KernelConfig('mv', bn, bk, 1, nw, st) for bn, bk, nw, st in
+                ([(32, 128, 4, 1), (64, 128, 4, 1), (128, 128, 4, 1), (256, 128, 4, 1), (128, 128, 8, 1), (64, 128, 2, 1),
+                  (64, 128, 4, 2), (128, 128, 4, 2), (64, 128, 2, 2)] if fmt == 'w4a16' else
+                 [(64, 128, 4, 1), (128, 128, 4, 1), (256, 128, 4, 1), (256, 128, 8, 1), (512, 128, 8, 1)])]
+        base += [KernelConfig('tc', 64, 128, 1, 4, 3)]
+    elif kl:
         if M > 64: return [KernelConfig('dequant', 64, 128)]
         base = [KernelConfig('tc', bn, 128, 1, nw, st) for bn, nw, st in   # (num_stages 1: register prefetch only)
                 ([(64, 4, 1), (128, 4, 1), (128, 8, 1), (64, 4, 3), (128, 4, 3)] if fmt == 'w4a16' else [(64, 4, 3), (64, 4, 2), (128, 8, 3)])]
@@ -940,7 +1062,8 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False)->list:
     k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel != 'gemv')
     for c in base:
         if c.kernel == 'gemm' and (fmt == 'bcq' and c.block_k < 32): continue
-        out += [replace(c, split_k=s) for s in (1, 2, 4, 8) if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
+        splits = (1, 2, 4, 8, 16) if c.kernel == 'mv' else (1, 2, 4, 8)
+        out += [replace(c, split_k=s) for s in splits if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
     return list(dict.fromkeys(out))
 
 _FLUSH: dict = {}
@@ -1000,7 +1123,7 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
     _TUNED[(fmt, kernel_layout, _m_bucket(M), N, K, group, str(x.dtype))] = best
     return best, times, errs
 
-# %% ../nbs/15_kernels.ipynb #c4f73fb7
+# %% ../nbs/15_kernels.ipynb #47027ee8
 QWEN35_SHAPES = {   # model -> {linear: (N, K)} for one decoder layer's projections and the head
     'Qwen3.5-4B': dict(q_proj=(2 * 16 * 256, 2560), k_proj=(4 * 256, 2560), v_proj=(4 * 256, 2560), o_proj=(2560, 16 * 256),
                        gate_proj=(9216, 2560), up_proj=(9216, 2560), down_proj=(2560, 9216),
@@ -1029,7 +1152,7 @@ def _tinygemm(w4:torch.Tensor, s:torch.Tensor, group:int):
     sz = torch.stack([s.T.to(torch.bfloat16), torch.zeros_like(s.T, dtype=torch.bfloat16)], -1).contiguous()
     return packed, sz
 
-# %% ../nbs/15_kernels.ipynb #a6638504
+# %% ../nbs/15_kernels.ipynb #2a02f70a
 def measure_copy_tbs(gb:float=2.0)->float:
     "Device-to-device copy bandwidth in TB/s, counting bytes read plus written (a practical HBM ceiling)."
     a = torch.empty(int(gb * 2**30) // 4, dtype=torch.float32, device='cuda'); b = torch.empty_like(a)
@@ -1062,7 +1185,7 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                assumptions=dict(hbm_tbs=HBM_TBS, bf16_tflops=BF16_TFLOPS, timer='CUDA-graph replay of 10 x (L2 flush, call) minus 10 x flush; median of 5',
                                 flush="memset of 256 MB (dirty L2); methods suffixed '@cleanL2' flushed by reading 256 MB instead",
                                 bytes='packed weight + scales + bf16 activations in and out', activations='bfloat16',
-                                layout='w4a16/bcq*: kernel layout (converted once, untimed), tensor-core kernels for M <= 64',
+                                layout='w4a16/bcq*: kernel layout (converted once, untimed); CUDA-core mat-vec (mv) or tensor-core kernels by tuning for M = 1, tensor-core kernels for 2 <= M <= 64',
                                 tinygemm='aten._weight_int4pack_mm, innerKTiles 8, zero point 0 (same weight as w4a16)'))
     say(f"copy bandwidth {res['copy_tbs']:.2f} TB/s")
     for (N, K), names in uniq.items():
