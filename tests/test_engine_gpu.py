@@ -4,7 +4,9 @@ On a tiny random Qwen3.5 (3 Gated-DeltaNet + 1 gated attention layer) and a tiny
 verify and commit steps recorded as CUDA graphs: greedy output equals HF's greedy output (float32 and bfloat16),
 verify gives HF's logits at every block row and `commit(n)` leaves HF's state for every n, the W4A16 engine (Triton
 kernels inside the graphs) equals HF with the same quantized linears, speculative decoding with the graph-captured
-drafter is lossless, and the torch.compile'd steps (slowest: compiling) give the same tokens.
+drafter is lossless, and the torch.compile'd steps (slowest: compiling) give the same tokens. The engine's fused
+Triton kernels (the default on a GPU) are checked one by one against the torch step functions, and the torch path
+(`fused=False`) still equals HF.
 """
 import copy
 import pytest, torch
@@ -92,3 +94,74 @@ def test_compiled_steps():   # slow: torch.compile of the step functions
     eng = Engine(m, max_seq_len=160, compile=True)
     for pr in _prompts()[:2]:
         assert torch.equal(eng.generate(pr, 32), greedy_generate(m, pr, 32))
+
+
+def test_torch_path_equals_hf():
+    from effqwen.engine import Engine
+    for name, m in _models(torch.float32).items():
+        eng = Engine(m, max_seq_len=160, fused=False)
+        assert not eng.fused
+        for pr in _prompts()[:2]: assert torch.equal(eng.generate(pr, 32), greedy_generate(m, pr, 32)), name
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_fused_kernels_match_torch(dtype):
+    import effqwen.engine as E
+    torch.manual_seed(0)
+    torch.backends.cudnn.allow_tf32 = False              # the reference's conv1d in float32 must not run in TF32
+    tol = 1e-5 if dtype == torch.float32 else 2e-2
+    dev = 'cuda'
+    # residual add + RMSNorm (both conventions), SwiGLU
+    x, y = torch.randn(5, 320, device=dev, dtype=dtype), torch.randn(5, 320, device=dev, dtype=dtype)
+    for off, w in ((True, torch.rand(320, device=dev) + 0.5), (False, (torch.rand(320, device=dev) + 0.5).to(dtype))):
+        xo, h = E.fused_add_rms_norm(x, y, w, 1e-6, off); xr, hr = E.add_rms_norm(x, y, w, 1e-6, off)
+        assert rel_error(xo, xr) < tol and rel_error(h, hr) < tol
+        assert rel_error(E.fused_add_rms_norm(x, None, w, 1e-6, off)[1], E.rms_norm(x, w, 1e-6, off)) < tol
+    gu = torch.randn(3, 2 * 600, device=dev, dtype=dtype)
+    assert rel_error(E.fused_swiglu(gu), E.swiglu(gu)) < tol
+    # one Gated-DeltaNet token (states in place) and a prefill, Qwen3.5-like head ratio 2
+    Hk, Hv, Dk, Dv, Kc = 2, 4, 32, 64, 4
+    Kd, Vd = Hk * Dk, Hv * Dv; C = 2 * Kd + Vd
+    dims = (C, Kd, Vd, Hk, Hv, Dk, Dv, 1e-6)
+    cw, neg_a = (torch.randn(C, Kc, device=dev) * 0.5).to(dtype), -torch.rand(Hv, device=dev) * 4
+    dtb, nw = torch.randn(Hv, device=dev).to(dtype), (torch.rand(Dv, device=dev) + 0.5).to(dtype)
+    for bv in (16, 64):
+        proj = torch.randn(1, C + Vd + 2 * Hv, device=dev, dtype=dtype)
+        S0, cb0 = torch.randn(Hv, Dk, Dv, device=dev) * 0.3, torch.randn(C, Kc, device=dev, dtype=dtype)
+        S1, cb1, S2, cb2 = S0.clone(), cb0.clone(), S0.clone(), cb0.clone()
+        yr = E.gdn_decode(proj, cb1, S1, cw, neg_a, dtb, nw, dims)
+        yf = E.fused_gdn_decode(proj, cb2, S2, cw, neg_a, dtb, nw, dims, bv=bv)
+        assert rel_error(yf, yr) < tol and rel_error(S2, S1) < tol and torch.equal(cb2, cb1)
+    from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
+    proj = torch.randn(100, C + Vd + 2 * Hv, device=dev, dtype=dtype)
+    S1, cb1, S2, cb2 = (torch.zeros(Hv, Dk, Dv, device=dev), torch.zeros(C, Kc, device=dev, dtype=dtype),
+                        torch.zeros(Hv, Dk, Dv, device=dev), torch.zeros(C, Kc, device=dev, dtype=dtype))
+    yr = E.gdn_prefill(proj, cb1, S1, cw, neg_a, dtb, nw, dims, hf.torch_chunk_gated_delta_rule)
+    yf = E.fused_gdn_prefill(proj, cb2, S2, cw, neg_a, dtb, nw, dims, hf.torch_chunk_gated_delta_rule)
+    assert rel_error(yf, yr) < 3e-3 + tol and rel_error(S2, S1) < 3e-3 + tol and torch.equal(cb2, cb1)   # fla's chunk kernel: TF32
+    # one attention token over a cache, several chunks (positions past the length must not count), with and without gate
+    H, Hkv, D, R, Lmax = 8, 2, 64, 16, 300
+    cos, sin = torch.randn(Lmax, R, device=dev, dtype=dtype), torch.randn(Lmax, R, device=dev, dtype=dtype)
+    qn, kn = torch.rand(D, device=dev) + 0.5, torch.rand(D, device=dev) + 0.5
+    for gate in (True, False):
+        dims = (H, Hkv, D, R, gate, True, 1e-6, True)
+        proj = torch.randn(1, H * D * (2 if gate else 1) + 2 * Hkv * D, device=dev, dtype=dtype)
+        kc, vc = torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype), torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype)
+        for p, chunk in ((0, 32), (37, 32), (299, 32)):                  # one chunk size: fewer compiles; 299 spans 10 chunks
+            pos = torch.tensor([p], device=dev)
+            k1, v1, k2, v2 = kc.clone(), vc.clone(), kc.clone(), vc.clone()
+            q, k, v, g = E.attn_qkv(proj, cos[p:p + 1], sin[p:p + 1], qn, kn, dims)
+            yr = E.gated(E.attn_cache(q, k, v, k1, v1, pos, D ** -0.5), g)
+            yf = E.fused_attn_decode(proj, cos, sin, pos, qn, kn, k2, v2, dims, chunk=chunk)
+            assert rel_error(yf, yr) < (tol if dtype == torch.float32 else 4e-2), (gate, p, chunk, rel_error(yf, yr))   # bf16: the reference rounds scores to bf16
+            assert rel_error(k2, k1) < tol and torch.equal(v2, v1)
+
+def test_fused_engine_matches_torch_engine():
+    from effqwen.engine import Engine
+    m = _models(torch.bfloat16)['qwen3.5']
+    a, b = Engine(m, max_seq_len=160, fused=False), Engine(m, max_seq_len=160)
+    assert b.fused and not a.fused
+    pr = _prompts()[2]
+    assert rel_error(b.prefill(pr), a.prefill(pr)) < 2e-2
+    for t in range(8):                                   # teacher-forced: both engines fed the same tokens
+        tok = a.logits[0].argmax().view(1); a.tok[:1] = tok; b.tok[:1] = tok
+        assert rel_error(b.decode_one_token(), a.decode_one_token()) < 3e-2, t
