@@ -83,3 +83,26 @@ def test_attention_cost_window_is_flat_in_context():
     k = [attention_cost(n, 16, 1024)['keys_computed'] for n in (2048, 8192, 32768)]
     assert k == [1023 + 16] * 3
     assert attention_cost(32768, 16, None)['keys_computed'] == 32768 + 16
+
+
+def test_inference_path_matches_training_forward():
+    "The drafter's cached inference forward (as `propose` calls it) gives the packed training forward's block states."
+    from effqwen.core import rel_error
+    from effqwen.dflash import packed_block_forward, extract_context_feature, DraftCache
+    torch.manual_seed(0)
+    t = tiny_qwen35(0, initializer_range=0.2)
+    d = DFlashDrafter(DFlashConfig.for_target(t, mask_token_id=255, block_size=8, num_hidden_layers=2, target_layer_ids=(0, 2))).bind(t)
+    with torch.no_grad():
+        for p in d.parameters():
+            if p.requires_grad and p.ndim > 1: p.normal_(0, 0.05)        # away from the init, so a mismatch shows
+    ids = torch.randint(0, 255, (1, 40))
+    with torch.no_grad():
+        f = extract_context_feature(t(ids, output_hidden_states=True).hidden_states, d.target_layer_ids)
+        cache = DraftCache()
+        for s in (5, 10, 25):                                              # rounds that grow the context cache
+            ctx = f[:, cache.length:s]; start = cache.length + ctx.shape[1]
+            blk = torch.cat([ids[:, s:s + 1], torch.full((1, 7), 255)], 1)
+            hi = d(d.embed(blk), start + torch.arange(8)[None], ctx, cache.length + torch.arange(ctx.shape[1])[None], cache=cache)
+            hp = packed_block_forward(d, ids, f, torch.tensor([[s]]))
+            assert rel_error(hi, hp) < 1e-5, s
+            if s == 10: assert rel_error(hi, packed_block_forward(d, ids, f, torch.tensor([[s + 1]]))) > 1e-2   # the check can fail
