@@ -18,8 +18,8 @@ log = logging.getLogger('effqwen.quant')
 __all__ = ['log', 'QWEN35_IGNORE', 'qrange', 'fit_grid', 'quantize_codes', 'quantize_sym', 'dequantize_sym', 'quantize_asym',
            'dequantize_asym', 'fake_quant', 'GroupQuantizer', 'IntQuantizer', 'rtn_quantize', 'GPTQ', 'hessian_error',
            'matches', 'select_linears', 'find_blocks', 'quantize_linears', 'awq_search', 'InputScaledLinear',
-           'awq_apply', 'awq_mappings', 'awq_smooth', 'llmc_cpu_safe', 'llmc_scheme', 'llmc_oneshot', 'llmc_records',
-           'quantizable_linears', 'save_compressed', 'load_compressed']
+           'awq_apply', 'awq_mappings', 'awq_smooth', 'llmc_cpu_safe', 'llmc_detach', 'llmc_scheme', 'llmc_oneshot',
+           'llmc_records', 'quantizable_linears', 'save_compressed', 'load_compressed']
 
 # %% ../nbs/05_quant.ipynb #9e3824c2
 def _check_bits(bits:int):
@@ -601,6 +601,14 @@ def _stand_in_tokenizer(vocab_size:int):
     tk = Tokenizer(models.WordLevel({f't{i}': i for i in range(vocab_size)}, unk_token='t0')); tk.pre_tokenizer = pre_tokenizers.Whitespace()
     return PreTrainedTokenizerFast(tokenizer_object=tk, unk_token='t0', pad_token='t0')
 
+def llmc_detach(model:nn.Module, # a model `oneshot` has run on (changed in place)
+               )->nn.Module:
+    "Remove what `oneshot` binds to the model object: the instance `save_pretrained` closure and the offload wrappers."
+    from compressed_tensors.offload import remove_dispatch
+    remove_dispatch(model, onload_tensors=True)   # plain parameter dicts and class forwards again, tensors where they run
+    model.__dict__.pop('save_pretrained', None)   # back to the class's method, which saves whichever object it is called on
+    return model
+
 # %% ../nbs/05_quant.ipynb #cd18fd90
 def llmc_scheme(bits:int=4, group_size:int=128, sym:bool=True, targets:Sequence[str]=('Linear',)):
     "compressed-tensors weight-only scheme: INT-`bits`, per-group scales (W4A16 when bits=4)."
@@ -632,8 +640,9 @@ def llmc_oneshot(model, # HF PreTrainedModel, quantized in place
     dl = torch.utils.data.DataLoader([{'input_ids': r, 'attention_mask': torch.ones_like(r)} for r in rows], batch_size=1)
     tokenizer = tokenizer or _stand_in_tokenizer(model.config.get_text_config().vocab_size)
     with llmc_cpu_safe(), _config_on_disk(model):
-        return oneshot(model=model, tokenizer=tokenizer, dataset=dl, recipe=recipe, num_calibration_samples=len(rows),
-                       max_seq_length=max(len(r) for r in rows), **oneshot_kwargs)
+        model = oneshot(model=model, tokenizer=tokenizer, dataset=dl, recipe=recipe, num_calibration_samples=len(rows),
+                        max_seq_length=max(len(r) for r in rows), **oneshot_kwargs)
+    return llmc_detach(model)
 
 # %% ../nbs/05_quant.ipynb #1e2853fd
 def llmc_records(model:nn.Module, # a model after `llmc_oneshot`
@@ -716,10 +725,32 @@ def save_compressed(model:nn.Module, # HF PreTrainedModel holding the fake-quant
             lin.weight.copy_(W.to(lin.weight))
     comp = ModelCompressor.from_pretrained_model(m, quantization_format='pack-quantized')
     comp.compress_model(m)
-    m.save_pretrained(save_dir)
+    type(m).save_pretrained(m, save_dir)   # the class's method: an instance override (llm-compressor's) may save another object
     comp.update_config(save_dir)
     if tokenizer is not None: tokenizer.save_pretrained(save_dir)
+    _check_written(save_dir, m, records)
     return save_dir
+
+def _check_written(save_dir:str, m:nn.Module, records:dict):
+    "Read a written checkpoint back: each stored tensor equals the compressed model's; unpacked codes equal the records'."
+    from pathlib import Path
+    from safetensors import safe_open
+    from compressed_tensors.compressors.pack_quantized.helpers import unpack_from_int32
+    sd = {k: v.detach().cpu() for k, v in m.state_dict().items()}
+    files = sorted(Path(save_dir).glob('*.safetensors'))
+    if not files: raise RuntimeError(f'{save_dir}: no safetensors were written')
+    stored = set()
+    for fn in files:
+        with safe_open(str(fn), 'pt') as f:
+            for k in f.keys():
+                stored.add(k)
+                if k not in sd or not torch.equal(f.get_tensor(k), sd[k]):
+                    raise RuntimeError(f'{fn}: {k} differs from the model being saved (was another object saved?)')
+    for n, r in records.items():
+        if f'{n}.weight_packed' not in stored: raise RuntimeError(f'{save_dir}: {n}.weight_packed was not written')
+        q = unpack_from_int32(sd[f'{n}.weight_packed'], r['bits'], r['codes'].shape).to(torch.int16)
+        if not r['sym']: q = q + 2**(r['bits'] - 1)   # compressed-tensors' signed codes -> our unsigned asymmetric codes
+        if not torch.equal(q, r['codes'].to(torch.int16)): raise RuntimeError(f'{save_dir}: {n} codes on disk differ from the record')
 
 def load_compressed(path:str, # folder written by `save_compressed` (or any compressed-tensors checkpoint)
                     **kwargs)->nn.Module:
