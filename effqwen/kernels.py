@@ -10,7 +10,7 @@ __all__ = ['log', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpac
            'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'weight_bytes', 'measure_copy_tbs',
            'benchmark_linears']
 
-# %% ../nbs/15_kernels.ipynb #5e56eb13
+# %% ../nbs/15_kernels.ipynb #6d684f29
 import logging, math, os, time
 from dataclasses import dataclass, asdict, replace
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -29,7 +29,7 @@ _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # read once, like 
 from .core import rel_error
 log = logging.getLogger(__name__)
 
-# %% ../nbs/15_kernels.ipynb #79d1b798
+# %% ../nbs/15_kernels.ipynb #5c9eddc0
 def _to_int32(v:torch.Tensor)->torch.Tensor:
     "Reinterpret non-negative int64 values < 2**32 as the int32 with the same 32 bits."
     return torch.where(v >= 2**31, v - 2**32, v).to(torch.int32)
@@ -49,7 +49,7 @@ def unpack_int4(packed:torch.Tensor, # (N, K//8) int32 from `pack_int4`
     sh = 4*torch.arange(8, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 0xF) - 8).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #53675954
+# %% ../nbs/15_kernels.ipynb #aacb45f6
 def pack_sign_words(signs:torch.Tensor, # (Q, N, K) signs: ±1 numbers or booleans (True = +1); K a multiple of 32
               )->torch.Tensor: # (Q, N, K//32) int32, bit j of word w = column 32w+j, 1 = +1
     "Bit-pack BCQ sign planes along K."
@@ -64,7 +64,7 @@ def unpack_sign_words(packed:torch.Tensor, # (Q, N, K//32) int32 from `pack_sign
     sh = torch.arange(32, device=packed.device, dtype=torch.int32)
     return (((packed[..., None] >> sh) & 1) * 2 - 1).to(torch.int8).flatten(-2)
 
-# %% ../nbs/15_kernels.ipynb #c545dfe0
+# %% ../nbs/15_kernels.ipynb #3c95a062
 _FLOATS = (torch.float16, torch.bfloat16, torch.float32)
 
 def _group_of(K:int, n_groups:int, group_size:int|None, what:str)->int:
@@ -109,7 +109,7 @@ def bcq_mm_ref(x, weight_signs, weight_alpha, weight_dtype=torch.float32, kernel
     w = bcq_dequantize(weight_signs, weight_alpha, weight_dtype, kernel_layout).float()
     return (x.float() @ w.T).to(x.dtype)
 
-# %% ../nbs/15_kernels.ipynb #b1c7642a
+# %% ../nbs/15_kernels.ipynb #c8c14f3e
 _W4_SLOT = (0, 4, 1, 5, 2, 6, 3, 7)                      # column j of a word's 8 -> its nibble slot (kernel layout)
 _B1_BIT = tuple(j // 2 + 16 * (j % 2) for j in range(32))  # column j of a word's 32 -> its bit (kernel layout)
 
@@ -140,7 +140,7 @@ def bcq_from_kernel_layout(weight_kernel:torch.Tensor)->torch.Tensor:
     "Inverse of `bcq_to_kernel_layout`."
     return _move_fields(weight_kernel, 1, _B1_BIT)
 
-# %% ../nbs/15_kernels.ipynb #7f7ed6d6
+# %% ../nbs/15_kernels.ipynb #7dc867a1
 @_jit
 def _splitk_epilogue(acc,       # float32 tile of partial (or, with SPLIT_K == 1, final) outputs
                      y_ptr,     # output base pointer (x's dtype)
@@ -174,7 +174,7 @@ def _k_range(pid_k, K, SPLIT_K, BLOCK_K: tl.constexpr):
     t0 = pid_k * per
     return t0, tl.minimum(t0 + per, n_tiles)
 
-# %% ../nbs/15_kernels.ipynb #0491e537
+# %% ../nbs/15_kernels.ipynb #fabee7a0
 @_jit(do_not_specialize=['SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _w4a16_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -220,7 +220,7 @@ def _w4a16_gemv_kernel(
         acc += s * (16.0 * fx - 24.0 * xs[None, :])                # Σ code·x = 16 Σ f x − 24 Σ x
     _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #a3f879cd
+# %% ../nbs/15_kernels.ipynb #866222d4
 @_jit
 def _unpack_bytes(w, BLOCK_N: tl.constexpr, BLOCK_KW: tl.constexpr):
     "(BLOCK_N, BLOCK_KW) int32 words -> (BLOCK_N, 4*BLOCK_KW) int32 whose low 8 bits are the bytes, in column order."
@@ -291,7 +291,7 @@ def _w4a16_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #cc7cbe8d
+# %% ../nbs/15_kernels.ipynb #d463b013
 @_jit(do_not_specialize=['Q', 'SPLIT_K'])   # one compile serves every M, Q and split; N, K stay specialized (alignment)
 def _bcq_gemv_kernel(
     x_ptr,        # (K,) activations, fp16/bf16/fp32, contiguous
@@ -373,7 +373,7 @@ def _bcq_gemm_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #3dac8417
+# %% ../nbs/15_kernels.ipynb #a283518c
 @_jit
 def _w4a16_dequant_kernel(
     w_ptr,        # (N, K//8) int32 weight_packed
@@ -412,7 +412,7 @@ def _bcq_dequant_kernel(
         acc += pm * a.to(tl.float32)
     tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask)
 
-# %% ../nbs/15_kernels.ipynb #6990b757
+# %% ../nbs/15_kernels.ipynb #c4a9143b
 _W4_ASM_SRC = """{
 .reg .b32 t<3>, one, off;
 mov.b32 one, ONE;
@@ -591,22 +591,51 @@ def _bcq_dequant_kl_kernel(b_ptr, a_ptr, out_ptr, N, K, Q, KW,  # kernel-layout 
         acc += p * a.to(tl.float32)
     tl.store(out_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], acc.to(out_ptr.dtype.element_ty), mask=nmask[:, None])
 
-# %% ../nbs/15_kernels.ipynb #eca0adde
+# %% ../nbs/15_kernels.ipynb #77fa0826
 _MV_MASKS = (0x00078000, 0x00780000, 0x3F800000)   # nibble at bits 15..18, at bits 19..22, and the bits of 1.0
 
 @_jit
 def _w4_pair(v,       # words shifted so that two nibbles sit at bits 15..18 and 19..22
-             xe, xo,  # activations of those two columns, pre-scaled by 256 and 16
+             xe, xo,  # activations of those two columns, pre-scaled by 256 and 16 (broadcastable to v)
              acc, MLO, MHI, ONE):
     "acc + (1 + u_lo/256)·xe + (1 + u_hi/16)·xo, one LOP3 and one FFMA per nibble."
-    acc = tl.fma(((v & MLO) | ONE).to(tl.float32, bitcast=True), xe[None, :], acc)
-    return tl.fma(((v & MHI) | ONE).to(tl.float32, bitcast=True), xo[None, :], acc)
+    acc = tl.fma(((v & MLO) | ONE).to(tl.float32, bitcast=True), xe, acc)
+    return tl.fma(((v & MHI) | ONE).to(tl.float32, bitcast=True), xo, acc)
 
 @_jit
-def _x_scaled(ptr, E: tl.constexpr, XBF16: tl.constexpr):
+def _x_scaled(ptr, mask, E: tl.constexpr, XBF16: tl.constexpr):
     "Activation at `ptr` times 2**E as float32. bf16: its bits shifted up, plus E in the exponent field (one IMAD)."
-    if XBF16: return ((tl.load(ptr).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
-    else: return tl.load(ptr).to(tl.float32) * (2.0 ** E)
+    if XBF16: return ((tl.load(ptr, mask=mask, other=0.0).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
+    else: return tl.load(ptr, mask=mask, other=0.0).to(tl.float32) * (2.0 ** E)
+
+@_jit
+def _w4_mv_load(w_rows,   # (BLOCK_N, 1, 1) pointers to the rows' first packed word
+                s_rows,   # (BLOCK_N, 1) pointers to the rows' first scale
+                x_ptr, t, t1, nmask,
+                rw,       # (G, WPG) word offsets inside a tile
+                GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr, XBF16: tl.constexpr):
+    "Everything tile `t` needs (nothing when t >= t1): its words, scales and pre-scaled activations, all loads issued at once."
+    ok = (rw * 0 + t) < t1    # (scalar conditions as tensors: the interpreter needs it)
+    w = tl.load(w_rows + (t * (BLOCK_K // 8) + rw)[None, :, :], mask=nmask[:, None, None] & ok[None, :, :], other=0,
+                eviction_policy='evict_first')
+    sg = tl.arange(0, G)
+    s = tl.load(s_rows + ((t * BLOCK_K + sg * (WPG * 8)) // GROUP)[None, :], mask=nmask[:, None] & ((sg * 0 + t) < t1)[None, :], other=0.0)
+    xb = x_ptr + t * BLOCK_K + rw * 8   # slots 2p (at bits 15..18 after the shift) and 2p+1 (19..22) are columns e_p, o_p
+    xe0 = _x_scaled(xb + 0, ok, 8, XBF16); xo0 = _x_scaled(xb + 2, ok, 4, XBF16)   # 256 x, 16 x
+    xe1 = _x_scaled(xb + 4, ok, 8, XBF16); xo1 = _x_scaled(xb + 6, ok, 4, XBF16)
+    xe2 = _x_scaled(xb + 1, ok, 8, XBF16); xo2 = _x_scaled(xb + 3, ok, 4, XBF16)
+    xe3 = _x_scaled(xb + 5, ok, 8, XBF16); xo3 = _x_scaled(xb + 7, ok, 4, XBF16)
+    return w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
+
+@_jit
+def _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE):
+    "acc + this tile's Σ code·x per (row, group, word), times the group's scale."
+    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)   # Σ (F + 8) x with F x = x', F = 256 | 16
+    p = _w4_pair(w << 15, xe0[None, :, :], xo0[None, :, :], -corr[None, :, :], MLO, MHI, ONE)
+    p = _w4_pair(w << 7, xe1[None, :, :], xo1[None, :, :], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 1, xe2[None, :, :], xo2[None, :, :], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 9, xe3[None, :, :], xo3[None, :, :], p, MLO, MHI, ONE)   # (arithmetic shift: the sign fill is masked off)
+    return acc + p * s.to(tl.float32)[:, :, None]
 
 @_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
 def _w4a16_mv_kernel(
@@ -622,45 +651,76 @@ def _w4a16_mv_kernel(
     MLO, MHI, ONE,          # `_MV_MASKS` (arguments, not literals: see above)
     GROUP: tl.constexpr,    # input columns per scale
     BLOCK_N: tl.constexpr,  # output rows per program
-    BLOCK_K: tl.constexpr,  # input columns per step: divides GROUP
+    BLOCK_K: tl.constexpr,  # input columns per tile (a power of two: divides GROUP or is a multiple of it)
+    G: tl.constexpr,        # scale groups per tile: max(BLOCK_K // GROUP, 1)
+    WPG: tl.constexpr,      # words per group and tile: min(BLOCK_K, GROUP) // 8
     XBF16: tl.constexpr,    # bf16 activations: convert and pre-scale with one integer op (see `_x_scaled`)
-    DEPTH: tl.constexpr,    # tiles of words in flight ahead of the one being computed (1 or 2)
+    DEPTH: tl.constexpr,    # 0: a tile's loads are issued at the top of its iteration; 1: also the next tile's
+    STAGES: tl.constexpr,   # with DEPTH 0: Triton's software pipelining of the loop's loads (1: none)
 ):
-    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K   # the K slices of one row block run side by side
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
-    rc = tl.arange(0, BLOCK_K // 8)
-    w_rows = w_ptr + rn[:, None].to(tl.int64) * KW
-    s_rows = s_ptr + rn.to(tl.int64) * (K // GROUP)
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
+    w_rows = w_ptr + rn[:, None, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn[:, None].to(tl.int64) * (K // GROUP)
     t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
-    acc = tl.zeros((BLOCK_N, BLOCK_K // 8), dtype=tl.float32)
-    w_nxt = tl.load(w_rows + (t0 * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t0) < t1)[None, :],
-                    other=0, eviction_policy='evict_first')
-    if DEPTH == 2:
-        w_nx2 = tl.load(w_rows + ((t0 + 1) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t0 + 1) < t1)[None, :],
-                        other=0, eviction_policy='evict_first')
-    for t in range(t0, t1):
-        k0 = t * BLOCK_K
-        w = w_nxt   # register prefetch: the next DEPTH tiles' words are in flight while this one is computed
-        if DEPTH == 2:
-            w_nxt = w_nx2
-            w_nx2 = tl.load(w_rows + ((t + 2) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t + 2) < t1)[None, :],
-                            other=0, eviction_policy='evict_first')
-        else:
-            w_nxt = tl.load(w_rows + ((t + 1) * (BLOCK_K // 8) + rc)[None, :], mask=nmask[:, None] & ((rc * 0 + t + 1) < t1)[None, :],
-                            other=0, eviction_policy='evict_first')
-        s = tl.load(s_rows + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
-        xb = x_ptr + k0 + rc * 8   # slots 2p (at bits 15..18 after the shift) and 2p+1 (19..22) are columns e_p, o_p
-        xe0 = _x_scaled(xb + 0, 8, XBF16); xo0 = _x_scaled(xb + 2, 4, XBF16)   # 256 x, 16 x
-        xe1 = _x_scaled(xb + 4, 8, XBF16); xo1 = _x_scaled(xb + 6, 4, XBF16)
-        xe2 = _x_scaled(xb + 1, 8, XBF16); xo2 = _x_scaled(xb + 3, 4, XBF16)
-        xe3 = _x_scaled(xb + 5, 8, XBF16); xo3 = _x_scaled(xb + 7, 4, XBF16)
-        corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)   # Σ (F + 8) x with F x = x', F = 256 | 16
-        p = _w4_pair(w << 15, xe0, xo0, -corr[None, :], MLO, MHI, ONE)
-        p = _w4_pair(w << 7, xe1, xo1, p, MLO, MHI, ONE)
-        p = _w4_pair(w >> 1, xe2, xo2, p, MLO, MHI, ONE)
-        p = _w4_pair(w >> 9, xe3, xo3, p, MLO, MHI, ONE)   # (arithmetic shift: the sign fill is masked off)
-        acc += p * s[:, None]
-    _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+    acc = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+    if DEPTH == 0:
+        for t in tl.range(t0, t1, num_stages=STAGES):
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+            acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+    else:
+        w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t0, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+        for t in range(t0, t1):
+            cw, cs, c0, c1, c2, c3, c4, c5, c6, c7 = w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t + 1, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+            acc = _w4_mv_tile(acc, cw, cs, c0, c1, c2, c3, c4, c5, c6, c7, MLO, MHI, ONE)
+    _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+@_jit
+def _b1_plane(b_ptr, a_ptr, q, rn, nmask, t, N, K, KW, rw,
+              GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr):
+    "Plane q of tile t: its sign words (BLOCK_N, G, WPG) and α (BLOCK_N, G) as float32."
+    rows = (q * N + rn).to(tl.int64)
+    b = tl.load(b_ptr + rows[:, None, None] * KW + (t * (BLOCK_K // 32) + rw)[None, :, :], mask=nmask[:, None, None], other=0,
+                eviction_policy='evict_first')
+    a = tl.load(a_ptr + rows[:, None] * (K // GROUP) + ((t * BLOCK_K + tl.arange(0, G) * (WPG * 32)) // GROUP)[None, :],
+                mask=nmask[:, None], other=0.0)
+    return b, a.to(tl.float32)
+
+@_jit
+def _bcq_mv_planes(acc, x_ptr, b_ptr, a_ptr, rn, nmask, t, N, K, KW, rw,
+                   q0: tl.constexpr, Q: tl.constexpr,   # this call does planes q0 .. min(q0 + 4, Q) - 1
+                   GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr):
+    "acc + Σ over up to 4 planes of α_q (2 Σ_{b_qk = 1} x_k − Σ_k x_k); every plane's words are loaded before any is used."
+    b0, a0 = _b1_plane(b_ptr, a_ptr, q0, rn, nmask, t, N, K, KW, rw, GROUP, BLOCK_K, G, WPG)
+    s0 = tl.zeros(b0.shape, dtype=tl.float32)   # Σ of x where plane q0's bit is set
+    if q0 + 1 < Q:
+        b1, a1 = _b1_plane(b_ptr, a_ptr, q0 + 1, rn, nmask, t, N, K, KW, rw, GROUP, BLOCK_K, G, WPG)
+        s1 = tl.zeros(b1.shape, dtype=tl.float32)
+    if q0 + 2 < Q:
+        b2, a2 = _b1_plane(b_ptr, a_ptr, q0 + 2, rn, nmask, t, N, K, KW, rw, GROUP, BLOCK_K, G, WPG)
+        s2 = tl.zeros(b2.shape, dtype=tl.float32)
+    if q0 + 3 < Q:
+        b3, a3 = _b1_plane(b_ptr, a_ptr, q0 + 3, rn, nmask, t, N, K, KW, rw, GROUP, BLOCK_K, G, WPG)
+        s3 = tl.zeros(b3.shape, dtype=tl.float32)
+    xs = tl.zeros((G, WPG), dtype=tl.float32)   # Σ x over each word's 32 columns
+    xb = x_ptr + t * BLOCK_K + rw * 32
+    for i in tl.static_range(16):
+        for e in tl.static_range(2):
+            xv = tl.load(xb + (2 * i + e)).to(tl.float32)
+            xs += xv
+            xv = xv[None, :, :]
+            s0 = tl.where(((b0 >> (i + 16 * e)) & 1) != 0, s0 + xv, s0)   # predicated FADD
+            if q0 + 1 < Q: s1 = tl.where(((b1 >> (i + 16 * e)) & 1) != 0, s1 + xv, s1)
+            if q0 + 2 < Q: s2 = tl.where(((b2 >> (i + 16 * e)) & 1) != 0, s2 + xv, s2)
+            if q0 + 3 < Q: s3 = tl.where(((b3 >> (i + 16 * e)) & 1) != 0, s3 + xv, s3)
+    xs = xs[None, :, :]
+    acc += (2.0 * s0 - xs) * a0[:, :, None]
+    if q0 + 1 < Q: acc += (2.0 * s1 - xs) * a1[:, :, None]
+    if q0 + 2 < Q: acc += (2.0 * s2 - xs) * a2[:, :, None]
+    if q0 + 3 < Q: acc += (2.0 * s3 - xs) * a3[:, :, None]
+    return acc
 
 @_jit(do_not_specialize=['SPLIT_K'])
 def _bcq_mv_kernel(
@@ -673,34 +733,25 @@ def _bcq_mv_kernel(
     N, K,         # output / input features; K % BLOCK_K == 0
     KW,           # K // 32 words per sign row
     SPLIT_K,      # programs per row block along K
-    Q: tl.constexpr,        # planes (unrolled: the activations of a tile are loaded once for all planes)
+    Q: tl.constexpr,        # planes (unrolled, four at a time: the activations of a tile are loaded once per four planes)
     GROUP: tl.constexpr,    # input columns per α
     BLOCK_N: tl.constexpr,  # output rows per program
-    BLOCK_K: tl.constexpr,  # input columns per step: multiple of 32, divides GROUP
+    BLOCK_K: tl.constexpr,  # input columns per tile: a power of two >= 32 that divides GROUP or is a multiple of it
+    G: tl.constexpr,        # α groups per tile: max(BLOCK_K // GROUP, 1)
+    WPG: tl.constexpr,      # sign words per group and tile: min(BLOCK_K, GROUP) // 32
+    STAGES: tl.constexpr,   # Triton's software pipelining of the loop's loads (1: none)
 ):
-    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K   # the K slices of one row block run side by side
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
-    rc = tl.arange(0, BLOCK_K // 32)
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
     t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
-    acc = tl.zeros((BLOCK_N, BLOCK_K // 32), dtype=tl.float32)
-    for t in range(t0, t1):
-        k0 = t * BLOCK_K
-        xb = x_ptr + k0 + rc * 32
-        xs = tl.zeros((BLOCK_K // 32,), dtype=tl.float32)   # Σ x over each word's 32 columns
-        for q in tl.static_range(Q):
-            rows = (q * N + rn).to(tl.int64)
-            b = tl.load(b_ptr + rows[:, None] * KW + (k0 // 32 + rc)[None, :], mask=nmask[:, None], other=0, eviction_policy='evict_first')
-            al = tl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
-            sx = tl.zeros((BLOCK_N, BLOCK_K // 32), dtype=tl.float32)   # Σ of x where the sign bit is set
-            for i in tl.static_range(16):
-                for e in tl.static_range(2):
-                    xv = tl.load(xb + (2 * i + e)).to(tl.float32)
-                    if q == 0: xs += xv
-                    sx = tl.where(((b >> (i + 16 * e)) & 1) != 0, sx + xv[None, :], sx)   # predicated FADD
-            acc += (2.0 * sx - xs[None, :]) * al[:, None]
-    _splitk_epilogue(tl.sum(acc, axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+    acc = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+    for t in tl.range(t0, t1, num_stages=STAGES):
+        for q0 in tl.static_range(0, Q, 4):
+            acc = _bcq_mv_planes(acc, x_ptr, b_ptr, a_ptr, rn, nmask, t, N, K, KW, rw, q0, Q, GROUP, BLOCK_K, G, WPG)
+    _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
-# %% ../nbs/15_kernels.ipynb #b6bb9c46
+# %% ../nbs/15_kernels.ipynb #fe9df1a7
 @dataclass(frozen=True)
 class KernelConfig:
     "Which kernel runs a quantized matmul, and its meta-parameters."
@@ -714,6 +765,38 @@ class KernelConfig:
     num_stages: int = 3
 
 _TUNED: dict = {}   # (fmt, kernel layout?, M bucket, N, K, group, dtype) -> KernelConfig, filled by `tune`
+# Configs `tune` picked on an H200 in the committed benchmark run (`data/results/kernels_h200.json`, 'tuned'; bf16
+# activations, group 128, weights in the kernel layout) at the Qwen3.5 4B/9B linear shapes:
+# (fmt, M bucket, N, K) -> (kernel, block_n, block_k, split_k, warps, stages).
+# `_config_for` uses them on CUDA when `tune` has not run for the shape; other shapes get `_default_config`.
+_H200_TABLE = {
+    ('bcq', 1, 1024, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 1, 1024, 4096): ('mv', 32, 512, 8, 4, 1),
+    ('bcq', 1, 12288, 4096): ('mv', 32, 512, 1, 4, 1), ('bcq', 1, 248320, 2560): ('mv', 32, 512, 1, 4, 1),
+    ('bcq', 1, 248320, 4096): ('mv', 32, 512, 1, 4, 1), ('bcq', 1, 2560, 4096): ('mv', 64, 256, 16, 4, 1),
+    ('bcq', 1, 2560, 9216): ('mv', 64, 512, 9, 8, 1), ('bcq', 1, 4096, 12288): ('mv', 64, 512, 9, 8, 1),
+    ('bcq', 1, 4096, 2560): ('mv', 64, 256, 10, 4, 1), ('bcq', 1, 4096, 4096): ('mv', 64, 512, 4, 8, 1),
+    ('bcq', 1, 8192, 2560): ('mv', 64, 512, 2, 8, 1), ('bcq', 1, 8192, 4096): ('mv', 64, 512, 4, 8, 1),
+    ('bcq', 1, 9216, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 16, 1024, 2560): ('tc', 64, 64, 8, 4, 3),
+    ('bcq', 16, 1024, 4096): ('tc', 64, 128, 8, 4, 3), ('bcq', 16, 12288, 4096): ('tc', 64, 128, 2, 4, 3),
+    ('bcq', 16, 248320, 2560): ('tc', 64, 64, 1, 4, 3), ('bcq', 16, 248320, 4096): ('tc', 64, 64, 1, 4, 3),
+    ('bcq', 16, 2560, 4096): ('tc', 64, 128, 8, 4, 3), ('bcq', 16, 2560, 9216): ('tc', 64, 64, 8, 4, 3),
+    ('bcq', 16, 4096, 12288): ('tc', 64, 128, 8, 4, 2), ('bcq', 16, 4096, 2560): ('tc', 64, 64, 4, 4, 3),
+    ('bcq', 16, 4096, 4096): ('tc', 64, 128, 4, 4, 3), ('bcq', 16, 8192, 2560): ('tc', 64, 64, 4, 4, 3),
+    ('bcq', 16, 8192, 4096): ('tc', 64, 128, 2, 4, 3), ('bcq', 16, 9216, 2560): ('tc', 64, 128, 8, 4, 3),
+    ('w4a16', 1, 1024, 2560): ('mv', 128, 256, 10, 4, 1), ('w4a16', 1, 1024, 4096): ('mv', 16, 512, 8, 4, 1),
+    ('w4a16', 1, 12288, 4096): ('mv', 128, 256, 8, 4, 1), ('w4a16', 1, 248320, 2560): ('mv', 128, 256, 1, 4, 1),
+    ('w4a16', 1, 248320, 4096): ('mv', 128, 256, 1, 4, 1), ('w4a16', 1, 2560, 4096): ('mv', 64, 256, 8, 4, 1),
+    ('w4a16', 1, 2560, 9216): ('mv', 128, 256, 18, 4, 1), ('w4a16', 1, 4096, 12288): ('mv', 128, 128, 17, 4, 1),
+    ('w4a16', 1, 4096, 2560): ('mv', 128, 256, 10, 4, 1), ('w4a16', 1, 4096, 4096): ('mv', 128, 128, 16, 4, 1),
+    ('w4a16', 1, 8192, 2560): ('mv', 128, 128, 5, 4, 1), ('w4a16', 1, 8192, 4096): ('mv', 128, 128, 9, 4, 1),
+    ('w4a16', 1, 9216, 2560): ('mv', 128, 256, 5, 4, 1), ('w4a16', 16, 1024, 2560): ('tc', 64, 128, 8, 4, 3),
+    ('w4a16', 16, 1024, 4096): ('tc', 64, 128, 8, 4, 3), ('w4a16', 16, 12288, 4096): ('tc', 64, 128, 2, 4, 4),
+    ('w4a16', 16, 248320, 2560): ('tc', 64, 64, 1, 4, 3), ('w4a16', 16, 248320, 4096): ('tc', 64, 64, 1, 4, 3),
+    ('w4a16', 16, 2560, 4096): ('tc', 64, 128, 8, 4, 4), ('w4a16', 16, 2560, 9216): ('tc', 64, 128, 8, 4, 4),
+    ('w4a16', 16, 4096, 12288): ('tc', 64, 128, 8, 4, 4), ('w4a16', 16, 4096, 2560): ('tc', 64, 128, 4, 4, 4),
+    ('w4a16', 16, 4096, 4096): ('tc', 64, 64, 8, 4, 3), ('w4a16', 16, 8192, 2560): ('tc', 64, 128, 4, 4, 3),
+    ('w4a16', 16, 8192, 4096): ('tc', 64, 128, 4, 4, 4), ('w4a16', 16, 9216, 2560): ('tc', 64, 64, 4, 4, 3),
+}
 _LOCKS: dict = {}   # device -> int32 arrival counters for split-K
 _SMS: dict = {}     # device -> multiprocessor count
 
@@ -734,12 +817,16 @@ def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=Fal
     """Heuristic config. Kernel layout: CUDA-core mat-vec for M = 1, tensor cores up to M = 64, dequantize + cuBLAS
     beyond; compressed-tensors layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
     if M > (64 if kl else 16): return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
-    if kl and M == 1: cfg = KernelConfig('mv', 128, 128, num_warps=4, num_stages=1)
+    if kl and M == 1:   # ~3 programs per SM: 128 rows x 256 columns per tile, split-K over a divisor of the K tiles
+        cfg = KernelConfig('mv', 128, 256, num_warps=4, num_stages=1)
+        tiles, k_tiles = -(-N // cfg.block_n), K // _fit_block_k(cfg.block_k, K, group, False)
+        want = -(-3 * _n_sms(device) // tiles)
+        return replace(cfg, split_k=min([d for d in range(1, k_tiles + 1) if k_tiles % d == 0 and d >= want] or [k_tiles]))
     elif kl: cfg = KernelConfig('tc', 64, 128, num_warps=4, num_stages=3)   # what tuning picked on the H200 (second run)
     elif M == 1: cfg = KernelConfig('gemv', 32 if fmt == 'w4a16' else 64, 256, num_warps=4)
     else: cfg = KernelConfig('gemm', 64, 128 if fmt == 'w4a16' else 64, num_warps=4)
     tiles = -(-N // cfg.block_n)
-    k_tiles = K // _fit_block_k(cfg.block_k, K, group, cfg.kernel != 'gemv')
+    k_tiles = K // _fit_block_k(cfg.block_k, K, group, cfg.kernel in ('gemm', 'tc'))
     split, waves, cap = 1, (4 if kl else 2), (8 if cfg.kernel == 'tc' else 16)
     while tiles * split < waves * _n_sms(device) and split * 2 <= min(k_tiles, cap): split *= 2
     return replace(cfg, split_k=split)
@@ -750,14 +837,17 @@ def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
             raise ValueError(f"config kernel {config.kernel!r} reads the {'compressed-tensors' if kl else 'kernel'} layout but the weight "
                              f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'mv/tc' if kl else 'gemv/gemm'} or 'dequant'")
         return config
-    return _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype))) or _default_config(fmt, M, N, K, group, device, kl)
+    cfg = _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype)))
+    if cfg is None and kl and group == 128 and device.type == 'cuda' and (t := _H200_TABLE.get((fmt, _m_bucket(M), N, K))):
+        cfg = KernelConfig(*t)
+    return cfg or _default_config(fmt, M, N, K, group, device, kl)
 
 def _locks(device, n:int)->torch.Tensor:
     buf = _LOCKS.get(device)
     if buf is None or buf.numel() < n: buf = _LOCKS[device] = torch.zeros(max(n, 1024), dtype=torch.int32, device=device)
     return buf
 
-# %% ../nbs/15_kernels.ipynb #3e7e385b
+# %% ../nbs/15_kernels.ipynb #318f684e
 def _check_common(x, weights:dict, scales_name:str, scales):
     "Checks shared by both formats: 2-D activations, dtypes, contiguity, one device."
     if not isinstance(x, torch.Tensor) or x.dim() != 2: raise ValueError(f'x must be a 2-D (M, K) tensor, got shape {tuple(getattr(x, "shape", ()))}: flatten leading dims first')
@@ -795,7 +885,7 @@ def check_bcq(x:torch.Tensor, # (M, K) activations
     if weight_alpha.dim() != 3 or tuple(weight_alpha.shape[:2]) != (Q, N): raise ValueError(f'weight_alpha must be (Q={Q}, N={N}, K/group), got {tuple(weight_alpha.shape)}')
     return M, N, K, _group_of(K, weight_alpha.shape[2], group_size, 'weight_alpha'), Q
 
-# %% ../nbs/15_kernels.ipynb #e79d8da4
+# %% ../nbs/15_kernels.ipynb #2a8d0ebc
 def _store_dtype(dtype):
     "Triton's interpreter truncates float32 -> bf16/fp16 stores (the GPU rounds to nearest): there, store float32 and round in torch."
     return torch.float32 if _INTERPRET else dtype
@@ -806,7 +896,7 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
     if M == 0 or N == 0: return y.to(x.dtype)
     gemm = cfg.kernel in ('gemm', 'tc')
     if not gemm and M != 1: raise ValueError(f"config kernel {cfg.kernel!r} needs M = 1, got M={M}")
-    bk = _fit_block_k(cfg.block_k, K, group, le_group=gemm or cfg.kernel == 'mv')
+    bk = _fit_block_k(cfg.block_k, K, group, le_group=gemm)
     if fmt == 'bcq' and cfg.kernel in ('tc', 'mv') and bk < 32: raise ValueError(f'BCQ needs block_k >= 32, got {bk}')
     bm = max(16, min(64, triton.next_power_of_2(M))) if gemm else 1
     grid = (triton.cdiv(N, cfg.block_n), cfg.split_k, triton.cdiv(M, bm))
@@ -814,11 +904,13 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
     locks = _locks(x.device, grid[0] * grid[2])
     meta = dict(GROUP=group, BLOCK_N=cfg.block_n, BLOCK_K=bk, num_warps=cfg.num_warps, num_stages=cfg.num_stages)
     if gemm: meta.update(BLOCK_M=bm, DOT_F32=_INTERPRET or x.dtype == torch.float32)
-    if cfg.kernel == 'mv':
-        meta.update(num_stages=1)   # for 'mv', `num_stages` is the kernel's own register prefetch depth (1 or 2)
-        if fmt == 'w4a16': _w4a16_mv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
-                                                      XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=min(max(cfg.num_stages, 1), 2), **meta)
-        else: _bcq_mv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, K // 32, cfg.split_k, Q=Q, **meta)
+    if cfg.kernel == 'mv':   # tiles may span several groups: (G groups) x (WPG words per group); 1-D grid
+        # num_stages: 1 plain loop, 2 register prefetch of the next tile (W4A16), >= 3 Triton's pipelining of the loop
+        st = cfg.num_stages if cfg.num_stages >= 3 and not _INTERPRET else 1
+        meta.update(num_stages=st, STAGES=st, G=max(bk // group, 1), WPG=min(bk, group) // (8 if fmt == 'w4a16' else 32))
+        if fmt == 'w4a16': _w4a16_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
+                                                         XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=int(cfg.num_stages == 2), **meta)
+        else: _bcq_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 32, cfg.split_k, Q=Q, **meta)
     elif cfg.kernel == 'tc':
         meta.update(ASM=not _INTERPRET, F16=x.dtype == torch.float16)
         if fmt == 'w4a16': _w4a16_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta)
@@ -853,7 +945,7 @@ def bcq_dequantize_triton(weight_signs, weight_alpha, dtype=torch.bfloat16, bloc
     else: _bcq_dequant_kernel[grid](weight_signs, weight_alpha, out, N, K, Q, K // 32, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
     return out.to(dtype)
 
-# %% ../nbs/15_kernels.ipynb #c80ccd96
+# %% ../nbs/15_kernels.ipynb #72fa581d
 def _use_triton(x)->bool: return triton is not None and (x.is_cuda or (_INTERPRET and x.device.type == 'cpu'))
 
 def w4a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
@@ -886,7 +978,7 @@ def bcq_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
         return x @ bcq_dequantize_triton(weight_signs, weight_alpha, x.dtype, cfg.block_n, cfg.block_k, kernel_layout).T
     return _launch_matvec('bcq', x, weight_signs, weight_alpha, M, N, K, group, Q, cfg)
 
-# %% ../nbs/15_kernels.ipynb #6970b759
+# %% ../nbs/15_kernels.ipynb #c16c9f96
 @torch.library.custom_op('effqwen::w4a16_mm', mutates_args=())
 def w4a16_mm(x:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tensor, kernel_layout:bool=False)->torch.Tensor:
     "Custom op: (M, K) x, (N, K//8) int32 packed (compressed-tensors or kernel layout), (N, K//group) scales -> (M, N) in x's dtype."
@@ -907,7 +999,7 @@ def _(x, weight_signs, weight_alpha, kernel_layout=False):
     check_bcq(x, weight_signs, weight_alpha)
     return x.new_empty(x.shape[0], weight_signs.shape[1])
 
-# %% ../nbs/15_kernels.ipynb #a701ff88
+# %% ../nbs/15_kernels.ipynb #17df4996
 def _linear(op, x, a, b, bias, kernel_layout=False):
     y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, kernel_layout).reshape(*x.shape[:-1], -1)
     return y if bias is None else y + bias.to(y.dtype)
@@ -965,7 +1057,7 @@ class W4A16Linear(nn.Module):
         codes = (wg / s.float()[..., None]).round().clamp(-8, 7).view_as(w)
         return cls.from_codes(codes, s, None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #46ec674c
+# %% ../nbs/15_kernels.ipynb #9baa3299
 class BCQLinear(nn.Module):
     "`nn.Linear` with binary-coded weights: Q bit-packed sign planes and per-group scales α."
     def __init__(self, in_features:int, out_features:int, planes:int=3, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
@@ -1023,7 +1115,7 @@ class BCQLinear(nn.Module):
             signs.append(b.view_as(w)); alphas.append(a)
         return cls.from_codes(torch.stack(signs), torch.stack(alphas), None if linear.bias is None else linear.bias.detach().to(dtype))
 
-# %% ../nbs/15_kernels.ipynb #4d88039f
+# %% ../nbs/15_kernels.ipynb #ff3f5380
 def replace_linears(model:nn.Module, # model to modify in place
                     make, # callable: nn.Linear -> replacement module (e.g. `W4A16Linear.from_float`)
                     skip=('lm_head',), # module-name substrings to leave alone
@@ -1035,19 +1127,26 @@ def replace_linears(model:nn.Module, # model to modify in place
         setattr(model.get_submodule(parent) if parent else model, attr, make(lin))
     return len(todo)
 
-# %% ../nbs/15_kernels.ipynb #58a9f22c
-def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False)->list:
-    "A few configs per kernel family worth timing (`kl`: weight in the kernel layout)."
-    if kl and M == 1:   # CUDA-core mat-vec (num_stages: W4A16's register prefetch depth), one tensor-core config
+# %% ../nbs/15_kernels.ipynb #703747db
+def _mv_splits(k_tiles:int, row_blocks:int, sms:int=132)->list:
+    "Split-K values worth timing for a mat-vec: 1, every K tile its own program (and half that), ~2 and ~4 programs per SM."
+    c = {1, k_tiles, max(k_tiles // 2, 1)}
+    for target in (2 * sms, 4 * sms): c.add(min(k_tiles, max(1, -(-target // row_blocks))))
+    return sorted(c)
+
+def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096)->list:
+    "A few configs per kernel family worth timing (`kl`: weight in the kernel layout), the H200 table's first."
+    if kl and M == 1:   # CUDA-core mat-vec (num_stages: 1 plain loop, 2 register prefetch, >= 3 Triton pipelining), one tensor-core config
         base = [KernelConfig('mv', bn, bk, 1, nw, st) for bn, bk, nw, st in
-                ([(32, 128, 4, 1), (64, 128, 4, 1), (128, 128, 4, 1), (256, 128, 4, 1), (128, 128, 8, 1), (64, 128, 2, 1),
-                  (64, 128, 4, 2), (128, 128, 4, 2), (64, 128, 2, 2)] if fmt == 'w4a16' else
-                 [(64, 128, 4, 1), (128, 128, 4, 1), (256, 128, 4, 1), (256, 128, 8, 1), (512, 128, 8, 1)])]
+                ([(128, 256, 4, 1), (128, 128, 4, 1), (64, 256, 4, 1), (16, 512, 4, 1), (64, 256, 4, 3), (32, 256, 4, 4),
+                  (32, 512, 4, 3), (128, 256, 8, 3)] if fmt == 'w4a16' else
+                 [(64, 512, 8, 1), (32, 512, 4, 1), (64, 256, 4, 1), (64, 128, 8, 1), (64, 256, 4, 3), (32, 512, 4, 3)])]
         base += [KernelConfig('tc', 64, 128, 1, 4, 3)]
     elif kl:
         if M > 64: return [KernelConfig('dequant', 64, 128)]
-        base = [KernelConfig('tc', bn, 128, 1, nw, st) for bn, nw, st in   # (num_stages 1: register prefetch only)
-                ([(64, 4, 1), (128, 4, 1), (128, 8, 1), (64, 4, 3), (128, 4, 3)] if fmt == 'w4a16' else [(64, 4, 3), (64, 4, 2), (128, 8, 3)])]
+        base = [KernelConfig('tc', bn, bk, 1, nw, st) for bn, bk, nw, st in   # (num_stages 1: register prefetch only)
+                ([(64, 128, 4, 3), (64, 64, 4, 3), (64, 128, 4, 4), (32, 128, 4, 3), (64, 128, 4, 1), (128, 128, 8, 3)] if fmt == 'w4a16' else
+                 [(64, 128, 4, 3), (64, 64, 4, 3), (64, 128, 4, 2)])]
         if M > 16: base += [KernelConfig('dequant', 64, 128)]
     elif M == 1:
         base = ([KernelConfig('gemv', bn, bk, 1, nw) for bn, bk, nw in [(16, 256, 4), (32, 256, 4), (64, 256, 4), (32, 512, 4), (128, 256, 8)]]
@@ -1059,12 +1158,13 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False)->list:
         if M > 16: base += [KernelConfig('dequant', 64, 128)]
     else: return [KernelConfig('dequant', 64, 128)]
     out = []
-    k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel != 'gemv')
+    k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel in ('gemm', 'tc'))
     for c in base:
         if c.kernel == 'gemm' and (fmt == 'bcq' and c.block_k < 32): continue
-        splits = (1, 2, 4, 8, 16) if c.kernel == 'mv' else (1, 2, 4, 8)
+        splits = _mv_splits(k_tiles_of(c), -(-N // c.block_n)) if c.kernel == 'mv' else (1, 2, 4, 8)
         out += [replace(c, split_k=s) for s in splits if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
-    return list(dict.fromkeys(out))
+    t = _H200_TABLE.get((fmt, _m_bucket(M), N, K)) if kl and group == 128 else None
+    return list(dict.fromkeys(([KernelConfig(*t)] if t else []) + out))
 
 _FLUSH: dict = {}
 
@@ -1109,7 +1209,7 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
     M, N, K, group = (check_w4a16 if fmt == 'w4a16' else check_bcq)(x, w, s)[:4]
     refs = {}   # exact reference for fused kernels; weight rounded to x's dtype for 'dequant'
     times, errs = {}, {}
-    for c in _candidates(fmt, M, K, group, kernel_layout):
+    for c in _candidates(fmt, M, K, group, kernel_layout, N):
         try:
             wdt = x.dtype if c.kernel == 'dequant' else torch.float32
             if wdt not in refs: refs[wdt] = ref_fn(x, w, s, weight_dtype=wdt, kernel_layout=kernel_layout)
@@ -1123,7 +1223,7 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
     _TUNED[(fmt, kernel_layout, _m_bucket(M), N, K, group, str(x.dtype))] = best
     return best, times, errs
 
-# %% ../nbs/15_kernels.ipynb #47027ee8
+# %% ../nbs/15_kernels.ipynb #72b545ec
 QWEN35_SHAPES = {   # model -> {linear: (N, K)} for one decoder layer's projections and the head
     'Qwen3.5-4B': dict(q_proj=(2 * 16 * 256, 2560), k_proj=(4 * 256, 2560), v_proj=(4 * 256, 2560), o_proj=(2560, 16 * 256),
                        gate_proj=(9216, 2560), up_proj=(9216, 2560), down_proj=(2560, 9216),
@@ -1152,7 +1252,7 @@ def _tinygemm(w4:torch.Tensor, s:torch.Tensor, group:int):
     sz = torch.stack([s.T.to(torch.bfloat16), torch.zeros_like(s.T, dtype=torch.bfloat16)], -1).contiguous()
     return packed, sz
 
-# %% ../nbs/15_kernels.ipynb #2a02f70a
+# %% ../nbs/15_kernels.ipynb #afd68c0b
 def measure_copy_tbs(gb:float=2.0)->float:
     "Device-to-device copy bandwidth in TB/s, counting bytes read plus written (a practical HBM ceiling)."
     a = torch.empty(int(gb * 2**30) // 4, dtype=torch.float32, device='cuda'); b = torch.empty_like(a)

@@ -79,6 +79,18 @@ def old_kernels(out):
             rows.append(dict(shape='Qwen3.5-4B/gate_proj', N=N, K=Kd, M=M, method=('w4a16' if fmt == 'w4a16' else 'bcq3') + '_ct_old',
                              config=entry, us=us, rel_err=err))
             print(f'old {fmt} M={M}: {us:.1f} us (rel. err {err:.2g}, config {cfg})', flush=True)
+    prev_path = repo_root()/'_scratch'/'kernels_prev.py'   # the committed kernels.py before the issue-7 rework (optional)
+    if prev_path.exists():
+        import importlib.util
+        spec = importlib.util.spec_from_file_location('kernels_prev', prev_path); P = importlib.util.module_from_spec(spec); spec.loader.exec_module(P)
+        x = torch.randn(1, Kd, device=dev, dtype=dt)
+        for fmt, mm, w, s, cfg in [('w4a16', P.w4a16_matmul, K.w4a16_to_kernel_layout(w4), s4, P.KernelConfig('mv', 64, 128, 4, 4, 2)),
+                                   ('bcq3', P.bcq_matmul, K.bcq_to_kernel_layout(b3), a3, P.KernelConfig('mv', 256, 128, 16, 4, 1))]:
+            ref = (K.w4a16_mm_ref if fmt == 'w4a16' else K.bcq_mm_ref)(x, w, s, kernel_layout=True)
+            err = rel_error(mm(x, w, s, config=cfg, kernel_layout=True), ref)
+            us = K._bench(lambda: mm(x, w, s, config=cfg, kernel_layout=True), 5)
+            rows.append(dict(shape='Qwen3.5-4B/gate_proj', N=N, K=Kd, M=1, method=f'{fmt}_mv_prev', config=asdict(cfg), us=us, rel_err=err))
+            print(f'prev mv {fmt} M=1: {us:.1f} us (rel. err {err:.2g}, config {cfg})', flush=True)
     (out/'old_kernels.json').write_text(json.dumps(dict(rows=rows, note='committed configs, this run'), indent=1))
     return rows
 
@@ -92,7 +104,13 @@ if __name__ == '__main__':
     except Exception as e: old = []; print('old kernels failed:', e, flush=True)
     committed = json.loads((repo_root()/'data'/'results'/'kernels_h200.json').read_text())
     keep = {k: committed[k] for k in ('previous_run',) if k in committed}   # first run's M = 64/512 rows (prefill projection)
-    save = lambda r: write_result('kernels_h200', dict(r, old_kernels=old, floors=fl, **keep), 'gpu')
+    def save(r):
+        path = write_result('kernels_h200', dict(r, old_kernels=old, floors=fl, **keep), 'gpu')
+        if os.environ.get('EFFQWEN_SHA'):   # the GPU copy's .git can be stale: stamp the sha of the checkout that sent the tree
+            doc = json.loads(path.read_text())
+            doc['provenance'].update(git_sha=os.environ['EFFQWEN_SHA'], note=os.environ.get('EFFQWEN_NOTE', ''), command=os.environ.get('EFFQWEN_CMD', ''))
+            path.write_text(json.dumps(doc, indent=1) + '\n')
+        (out/'kernels_h200.json').write_text(path.read_text())
     res = K.benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), Ms=(1, 2, 4, 8, 16), tune_rep=2,
                               progress=lambda m: print(f'[{time.time() - t:5.0f}s] {m}', flush=True), checkpoint=save, time_budget_s=budget)
     save(res)

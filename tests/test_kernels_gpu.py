@@ -69,20 +69,20 @@ def test_compressed_tensors_layout_kernels():
         e = rel_error(K.bcq_matmul(x, b, a), K.bcq_mm_ref(x, b, a, weight_dtype=ref_dtype(M, x.dtype, False)))
         assert e < 1e-3, f'bcq M={M}: {e:.3g}'
 
+@pytest.mark.parametrize('M', [1, 16, 40])
 @pytest.mark.parametrize('fmt', ['w4a16', 'bcq'])
-def test_every_candidate(fmt):
+def test_every_candidate(fmt, M):
     "Whatever `tune` picks is correct: every kernel-layout candidate config, split-K included, on one shape."
     N, Kd, group = 1000, 2560, 128
     w, s = w4(N, Kd, group, torch.bfloat16) if fmt == 'w4a16' else bcq(3, N, Kd, group, torch.bfloat16)
     wk = K.w4a16_to_kernel_layout(w) if fmt == 'w4a16' else K.bcq_to_kernel_layout(w)
     mm, ref = (K.w4a16_matmul, K.w4a16_mm_ref) if fmt == 'w4a16' else (K.bcq_matmul, K.bcq_mm_ref)
-    for M in (1, 16, 40):
-        x = torch.randn(M, Kd, device='cuda', dtype=torch.bfloat16)
-        for c in K._candidates(fmt, M, Kd, group, kl=True):
-            r = ref(x, w, s, weight_dtype=torch.bfloat16 if c.kernel == 'dequant' else torch.float32)
-            for _ in range(2):   # twice: the split-K counters must have been reset by the first launch
-                e = rel_error(mm(x, wk, s, config=c, kernel_layout=True), r)
-                assert e < 1e-3, f'{fmt} M={M} {c}: rel. error {e:.3g}'
+    x = torch.randn(M, Kd, device='cuda', dtype=torch.bfloat16)
+    for c in K._candidates(fmt, M, Kd, group, kl=True, N=N):
+        r = ref(x, w, s, weight_dtype=torch.bfloat16 if c.kernel == 'dequant' else torch.float32)
+        for _ in range(2):   # twice: the split-K counters must have been reset by the first launch
+            e = rel_error(mm(x, wk, s, config=c, kernel_layout=True), r)
+            assert e < 1e-3, f'{fmt} M={M} {c}: rel. error {e:.3g}'
     assert locks_zero()
 
 def test_fp32_activations():
