@@ -149,7 +149,8 @@ def cache_dir()->Path:
 _VERSIONED = ('effqwen', 'torch', 'transformers', 'llmcompressor', 'compressed-tensors', 'datasets', 'accelerate', 'triton')
 
 def git_sha()->str:
-    "Commit of the checkout, with '-dirty' when tracked files differ from it; 'unknown' outside git."
+    "Commit of the checkout, with '-dirty' when tracked files differ from it; 'unknown' outside git (`EFFQWEN_GIT_SHA` overrides)."
+    if os.environ.get('EFFQWEN_GIT_SHA'): return os.environ['EFFQWEN_GIT_SHA']   # a copied checkout whose .git is stale (GPU runs)
     try:
         root = repo_root()
         sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True, check=True).stdout.strip()

@@ -1,0 +1,62 @@
+"""Build the offline bundle that lets the `gpu`-profile drafter run (`scripts/gpu_drafter.py`) run on a GPU machine
+that has no network and none of the data packages: the SmolLM2 GGUF (verified by sha256), the QAD INT4 target's
+codes/scales/norms from `21_qad`, and the training / evaluation prompts rendered here from the offline sources.
+
+The bundle is one tar file split into parts of at most `--part-mb` MB (a device call carries at most 64 MiB), each
+listed with its sha256 in `manifest.json`.
+
+    python scripts/device_bundle.py --out .devsite/bundle
+"""
+import argparse, hashlib, io, json, os, tarfile, time
+from pathlib import Path
+import torch
+from safetensors.torch import save_file, load_file
+
+def sha(b: bytes) -> str: return hashlib.sha256(b).hexdigest()
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--out', default='.devsite/bundle')
+    ap.add_argument('--part-mb', type=float, default=58.0)
+    a = ap.parse_args()
+    from effqwen.core import get_profile
+    from effqwen.assets import smollm2_gguf, train_prompts, SMOLLM2
+    from effqwen.model import load_tokenizer
+    from effqwen.qad import qad_target_dir
+    from effqwen.drafter_opt import drafter_size, benchmark_prompts
+    p = get_profile('gpu'); S = drafter_size(p)
+    out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
+    members = {}
+    gg = smollm2_gguf(verify=True)
+    members['smollm2.gguf'] = gg.read_bytes()
+    # QAD INT4 target (cpu profile run of 21_qad, group 32): everything but the embedding (= the GGUF's)
+    qd = qad_target_dir(get_profile('cpu'), 32)
+    sd = load_file(str(qd/'model.safetensors'))
+    emb = sd.pop('model.embed_tokens.weight')
+    buf = io.BytesIO(); members['qad_int4.safetensors'] = None
+    tmp = out/'qad_int4.safetensors'; save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp))
+    members['qad_int4.safetensors'] = tmp.read_bytes(); tmp.unlink()
+    members['qad_config.json'] = (qd/'config.json').read_bytes()
+    tok = load_tokenizer('smollm2')
+    tp = train_prompts(S.regen_prompts, seed=p.seed)
+    bench = benchmark_prompts(tok, S.eval_prompts, S.eval_long, S.long_tokens, max_positions=8192, reserve=S.eval_new, seed=p.seed)
+    from effqwen.assets import gsm8k
+    prompts = dict(train=[dict(id=i, prompt=q) for i, q in zip(tp['id'], tp['prompt'])],
+                   bench={b: [x[0].tolist() for x in xs] for b, xs in bench.items()},
+                   lossless=[q for q in gsm8k(None)['question']][-128:],      # extra prompts for the >= 100-prompt losslessness check
+                   embed_sha256=sha(emb.float().numpy().tobytes()), qad_source=str(qd.name))
+    members['prompts.json'] = json.dumps(prompts).encode()
+    tb = io.BytesIO()
+    with tarfile.open(fileobj=tb, mode='w') as tf:
+        for name, data in members.items():
+            ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = int(time.time()); tf.addfile(ti, io.BytesIO(data))
+    blob = tb.getvalue(); step = int(a.part_mb * 1e6)
+    parts = []
+    for i in range(0, len(blob), step):
+        d = out/f'p{len(parts) + 1}'; d.mkdir(exist_ok=True)
+        (d/'part').write_bytes(blob[i:i + step]); parts.append(dict(dir=str(d), bytes=len(blob[i:i + step]), sha256=sha(blob[i:i + step])))
+    man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=parts, gguf=SMOLLM2['sha256'])
+    (out/'manifest.json').write_text(json.dumps(man, indent=1))
+    print(json.dumps(man, indent=1))
+
+if __name__ == '__main__': main()

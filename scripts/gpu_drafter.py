@@ -1,0 +1,213 @@
+"""The `gpu`-profile drafter experiment on one GPU: table A4 at gpu scale and the true end-to-end speculative speedup
+on SmolLM2 (issue 8's second A2 table), in three stages that keep their state under `--work` between device calls.
+
+The GPU machine has no network and none of the offline data packages, so `scripts/device_bundle.py` renders the
+inputs here (GGUF, the QAD INT4 target's codes/scales/norms, prompts) into a tar split in parts that each fit one
+device call; this script checks every part and member against the bundle manifest (sha256) before using it.
+
+    python scripts/gpu_drafter.py assemble --work /tmp/xfer   # after the parts are in /tmp/xfer/parts/p*/part
+    python scripts/gpu_drafter.py train    --work /tmp/xfer   # regen (BF16 and INT4), features, three drafters
+    python scripts/gpu_drafter.py eval     --work /tmp/xfer   # tau + speed on the engine, losslessness; JSON -> $OUT
+
+Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
+bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
+`--train-budget` seconds measured on the first steps, and the steps actually run are recorded.
+"""
+import argparse, hashlib, io, json, os, sys, tarfile, time
+from pathlib import Path
+import torch
+
+DEV = os.environ.get('DEV', 'cuda')          # DEV=cpu TINY=1: a dry run of every stage on a CPU with tiny sizes
+TINY = bool(os.environ.get('TINY'))
+
+def sha(b: bytes) -> str: return hashlib.sha256(b).hexdigest()
+
+def sizes():
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_size
+    p = get_profile('gpu'); S = drafter_size('ci' if TINY else p)
+    return p, S
+
+def log(*a): print(f'[{time.strftime("%H:%M:%S")}]', *a, flush=True)
+
+# ---------------------------------------------------------------------------------------------------------- assemble
+def assemble(work: Path, manifest: dict):
+    blob = b''
+    for i, part in enumerate(manifest['parts'], 1):
+        b = (work/'parts'/f'p{i}'/'part').read_bytes()
+        if sha(b) != part['sha256']: raise ValueError(f'bundle part {i} sha256 mismatch: re-send .devsite/bundle/p{i}')
+        blob += b
+    if sha(blob) != manifest['tar_sha256']: raise ValueError('bundle tar sha256 mismatch')
+    out = work/'bundle'; out.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(fileobj=io.BytesIO(blob)) as tf:
+        for m in tf.getmembers():
+            data = tf.extractfile(m).read()
+            if sha(data) != manifest['members'][m.name]: raise ValueError(f'bundle member {m.name} sha256 mismatch')
+            (out/m.name).write_bytes(data)
+    from effqwen.assets import convert_gguf
+    convert_gguf(out/'smollm2.gguf', work/'smollm2')
+    log('assembled and converted:', sorted(p.name for p in (work/'smollm2').iterdir()))
+
+# ----------------------------------------------------------------------------------------------------------- models
+def load_models(work: Path, dtype=None):
+    "(BF16 target, INT4 target = the QAD codes x scales with QAD's norms, tokenizer), on the GPU."
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from safetensors.torch import load_file
+    from effqwen.kernels import w4a16_dequantize
+    dtype = dtype or (torch.bfloat16 if DEV == 'cuda' else torch.float32)
+    bf16 = AutoModelForCausalLM.from_pretrained(str(work/'smollm2'), dtype=dtype).to(DEV).eval()
+    tok = AutoTokenizer.from_pretrained(str(work/'smollm2'))
+    int4 = AutoModelForCausalLM.from_pretrained(str(work/'smollm2'), dtype=dtype).to(DEV).eval()
+    q = load_file(str(work/'bundle'/'qad_int4.safetensors'))
+    mods = dict(int4.named_modules()); n_lin = n_norm = 0
+    with torch.no_grad():
+        for k in [k for k in q if k.endswith('.weight_packed')]:
+            name = k[:-len('.weight_packed')]
+            w = w4a16_dequantize(q[k], q[name + '.weight_scale'], dtype=torch.float32)
+            lin = mods[name]
+            if tuple(w.shape) != tuple(lin.weight.shape): raise ValueError(f'{name}: INT4 weight {tuple(w.shape)} vs model {tuple(lin.weight.shape)}')
+            lin.weight.copy_(w.to(dtype)); n_lin += 1
+        for k, v in q.items():
+            if k.endswith('norm.weight'):
+                mods[k[:-len('.weight')]].weight.copy_(v.to(dtype)); n_norm += 1
+    log(f'INT4 target: {n_lin} linears from QAD codes x scales, {n_norm} norms')
+    return bf16, int4, tok
+
+# ------------------------------------------------------------------------------------------------------------ train
+def train(work: Path, budget_s: float):
+    from effqwen.core import get_profile, set_determinism
+    from effqwen.regen import generate_texts, pack
+    from effqwen.model import chat_prompt
+    from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter
+    from effqwen.drafter_opt import drafter_size, pack_features, mask_token_for, clone_drafter, frequent_tokens
+    p, S = sizes()
+    bf16, int4, tok = load_models(work)
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
+    info, data = {}, {}
+    cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
+    for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
+        t = time.time()
+        resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=128, seed=p.seed, desc=f'regen {name}')
+        conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
+        t_regen = time.time() - t; t = time.time()
+        pk = pack(conv, tok, S.pack_len)
+        lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
+        has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
+        pk = {k: v[has] for k, v in pk.items()}; lm = lm[has]
+        feats = pack_features(model, pk['input_ids'].to(DEV), list(cfg.target_layer_ids), batch_size=16, progress=False)
+        data[name] = dict(ids=pk['input_ids'].to(DEV), loss_mask=lm.to(DEV), feats=feats)
+        info[name] = dict(conversations=n, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
+                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
+        log(name, info[name])
+    dv = S.draft_vocab
+    def fresh(d, target):
+        set_determinism(p.seed); m = DFlashDrafter(cfg).to(DEV).bind(target)
+        if dv: m.set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
+        return m
+    def run(m, d, steps, lr, seed):
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda'):
+            return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
+                                 seed=seed, features=d['feats'])
+    # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
+    t = time.time(); run(fresh(data['bf16'], bf16), data['bf16'], 5, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
+    t = time.time(); run(fresh(data['bf16'], bf16), data['bf16'], 10, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
+    step_s = (time.time() - t) / 10
+    want = 2 * S.steps1 + S.steps2
+    scale = min(1.0, budget_s / (want * step_s))
+    steps1, steps2 = max(1, int(S.steps1 * scale)), max(1, int(S.steps2 * scale))
+    log(f'step {step_s * 1e3:.0f} ms: steps1 {steps1} (profile {S.steps1}), steps2 {steps2} (profile {S.steps2})')
+    hist, dr = {}, {}
+    dr['stage1'] = fresh(data['bf16'], bf16); hist['stage1'] = run(dr['stage1'], data['bf16'], steps1, S.lr, p.seed)
+    log('stage1', hist['stage1'].seconds, sum(hist['stage1'].accs[-20:]) / 20)
+    dr['stage2'] = clone_drafter(dr['stage1']).bind(int4); hist['stage2'] = run(dr['stage2'], data['int4'], steps2, S.lr2, p.seed + 1)
+    log('stage2', hist['stage2'].seconds, sum(hist['stage2'].accs[-20:]) / 20)
+    dr['direct'] = fresh(data['int4'], int4); hist['direct'] = run(dr['direct'], data['int4'], steps1, S.lr, p.seed)
+    log('direct', hist['direct'].seconds, sum(hist['direct'].accs[-20:]) / 20)
+    for k, m in dr.items(): save_drafter(m, work/'drafters'/k)
+    st = dict(data=info, step_ms=step_s * 1e3, steps=dict(stage1=steps1, stage2=steps2, direct=steps1),
+              profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, drafter=cfg.to_json(),
+              sizes={k: v for k, v in S.__dict__.items()},
+              losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
+              train_s={k: h.seconds for k, h in hist.items()})
+    (work/'train.json').write_text(json.dumps(st))
+    log('train done')
+
+# ------------------------------------------------------------------------------------------------------------- eval
+def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
+    from effqwen.core import get_profile
+    from effqwen.dflash import load_drafter
+    from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec
+    from effqwen.drafter_opt import drafter_size
+    from effqwen.model import greedy_generate, chat_prompt
+    from effqwen.specdec import speculative_generate as hf_spec
+    p, S = sizes()
+    bf16, int4, tok = load_models(work)
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    st = json.loads((work/'train.json').read_text())
+    bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:S.eval_prompts if b != 'long' else S.eval_long]] for b, xs in pr['bench'].items()}
+    names = ['direct', 'stage1', 'stage2']
+    dr = {k: load_drafter(work/'drafters'/k, int4).to(DEV).to(next(int4.parameters()).dtype).eval() for k in names}
+    taps = tuple(dr['stage2'].target_layer_ids)
+    maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
+    eng = Engine(int4, max_seq_len=maxlen, tap_layers=taps)
+    sds = {k: StaticDrafter(d, maxlen) for k, d in dr.items()}
+    stops = [tok.eos_token_id]
+    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    # warm-up (graphs are recorded; first launches compile Triton kernels)
+    w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]
+    res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in names}
+    for b, xs in bench.items():
+        for x in xs:
+            sync(); t = time.perf_counter(); ref = eng.generate(x, S.eval_new, stops); sync(); ar = time.perf_counter() - t
+            for k in names:
+                sync(); t = time.perf_counter(); r = eng_spec(eng, sds[k], x, S.eval_new, stops); sync(); sp = time.perf_counter() - t
+                o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths
+                o['lossless'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); o['ar_s'] += ar; o['spec_s'] += sp
+                o['new_tokens'] += ref.shape[1]
+        log(b, {k: round(sum(res[k][b]['lengths']) / max(1, len(res[k][b]['lengths'])), 2) for k in names})
+    for k in names:
+        for o in res[k].values():
+            o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
+    # cross-checks: the HF-loop speculative decoding gives the same tau (same drafter, same target), and the
+    # engine's AR greedy equals HF greedy on the INT4 target (bf16: up to near-ties)
+    hf_tau, ar_vs_hf = [], []
+    for x in bench['gsm8k'][:ar_check]:
+        r = hf_spec(int4, dr['stage2'], x, S.eval_new, stop_token_ids=stops); hf_tau += r.acceptance_lengths
+        ref_hf = greedy_generate(int4, x, S.eval_new, tok.eos_token_id); ref_e = eng.generate(x, S.eval_new, stops)
+        n = min(ref_hf.shape[1], ref_e.shape[1]); same = (ref_hf[0, :n].cpu() == ref_e[0, :n].cpu())
+        ar_vs_hf.append(int(n if bool(same.all()) else int((~same).nonzero()[0])))
+    # losslessness on >= 100 further prompts (GSM8K questions not in the eval set), stage-2 drafter
+    ll = dict(n=0, identical=0, new_tokens=0, tau_lengths=[])
+    for q in pr['lossless'][:n_lossless]:
+        x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
+        ref = eng.generate(x, 128, stops); r = eng_spec(eng, sds['stage2'], x, 128, stops)
+        ll['n'] += 1; ll['identical'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); ll['new_tokens'] += ref.shape[1]
+        ll['tau_lengths'] += r.acceptance_lengths
+    L = ll.pop('tau_lengths'); ll['tau'] = sum(L) / max(1, len(L))
+    log('lossless', ll)
+    doc = dict(train=st, eval=res, eval_prompts={b: len(v) for b, v in bench.items()},
+               long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
+               hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
+               engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, lossless_extra=ll,
+               peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+    out.mkdir(parents=True, exist_ok=True)
+    (out/'drafter_gpu.json').write_text(json.dumps(doc))
+    log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('stage', choices=['assemble', 'train', 'eval'])
+    ap.add_argument('--work', default='/tmp/xfer')
+    ap.add_argument('--manifest', default='.devsite/bundle/manifest.json')
+    ap.add_argument('--train-budget', type=float, default=330.0)
+    ap.add_argument('--lossless', type=int, default=100)
+    ap.add_argument('--ar-check', type=int, default=4)
+    a = ap.parse_args()
+    work = Path(a.work); work.mkdir(parents=True, exist_ok=True)
+    torch.manual_seed(0)
+    if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
+    elif a.stage == 'train': train(work, a.train_budget)
+    else: evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
+
+if __name__ == '__main__': main()
