@@ -19,7 +19,7 @@ log = logging.getLogger('effqwen.dflash')
 __all__ = ['log', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin', 'apply_rope',
            'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep', 'DraftCache',
            'sampling_probs', 'sample_anchors', 'block_attention_mask', 'packed_block_forward', 'target_features',
-           'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'save_drafter', 'load_drafter']
+           'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -556,6 +556,38 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
         if log_every and (step + 1) % log_every == 0: log.info('step %d/%d loss %.4f acc %.3f', step + 1, steps, losses[-1], accs[-1])
     drafter.eval()
     return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0)
+
+# %% ../nbs/08_dflash.ipynb #9333022b
+@torch.no_grad()
+def block_accuracy(drafter:DFlashDrafter,
+                   input_ids:torch.Tensor, # (B, S) chunks
+                   feats:torch.Tensor, # (B, S, k·H) their target features
+                   loss_mask:torch.Tensor, # bool (B, S): response positions (anchors and labels)
+                   n_anchors:int=64, # blocks per chunk
+                   seed:int=1, batch_size:int=8)->SimpleNamespace:
+    "Teacher-forced per-position accuracy `acc[k-1]` for k = 1..B−1 and the implied acceptance length `tau`."
+    if input_ids.shape != loss_mask.shape or feats.shape[:2] != input_ids.shape:
+        raise ValueError(f'input_ids {tuple(input_ids.shape)}, loss_mask {tuple(loss_mask.shape)} and feats {tuple(feats.shape)} must share (B, S)')
+    g, bs, S = torch.Generator().manual_seed(seed), drafter.cfg.block_size, input_ids.shape[1]
+    hits, oks, runs = torch.zeros(bs - 1), torch.zeros(bs - 1), []
+    was = drafter.training; drafter.eval()
+    for i in range(0, len(input_ids), batch_size):
+        ids, lm, f = input_ids[i:i + batch_size], loss_mask[i:i + batch_size].bool(), feats[i:i + batch_size]
+        if not lm[:, :-1].any(): continue
+        a, keep = sample_anchors(lm, n_anchors, g)
+        B, N = a.shape
+        h = packed_block_forward(drafter, ids, f, a).view(B, N, bs, -1)[:, :, 1:]
+        pred = drafter.to_target(drafter.draft_logits(h).argmax(-1))
+        k = torch.arange(1, bs, device=ids.device)
+        pos = a[:, :, None] + k
+        lab = torch.gather(ids[:, None].expand(B, N, S), 2, pos.clamp(max=S - 1))
+        ok = keep[:, :, None] & (pos < S) & torch.gather(lm[:, None].expand(B, N, S), 2, pos.clamp(max=S - 1))
+        hit = (pred == lab) & ok
+        hits += hit.sum((0, 1)).float().cpu(); oks += ok.sum((0, 1)).float().cpu()
+        runs.append(1 + torch.cumprod(hit.float(), -1).sum(-1)[keep].cpu())
+    drafter.train(was)
+    if not runs: raise ValueError('no response positions to anchor blocks on: check loss_mask')
+    return SimpleNamespace(acc=(hits / oks.clamp_min(1)).tolist(), tau=torch.cat(runs).mean().item(), blocks=int(sum(len(r) for r in runs)))
 
 # %% ../nbs/08_dflash.ipynb #e94e521a
 def save_drafter(drafter:DFlashDrafter, path:str|Path)->Path:

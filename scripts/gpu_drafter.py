@@ -96,7 +96,8 @@ def train(work: Path, budget_s: float):
         has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
         pk = {k: v[has] for k, v in pk.items()}; lm = lm[has]
         feats = pack_features(model, pk['input_ids'].to(DEV), list(cfg.target_layer_ids), batch_size=16, progress=False)
-        data[name] = dict(ids=pk['input_ids'].to(DEV), loss_mask=lm.to(DEV), feats=feats)
+        ids = pk['input_ids'].to(DEV); lm = lm.to(DEV); nh = max(1, len(ids) // 20)    # last 5% of chunks held out
+        data[name] = dict(ids=ids[:-nh], loss_mask=lm[:-nh], feats=feats[:-nh], held=(ids[-nh:], feats[-nh:], lm[-nh:]))
         info[name] = dict(conversations=n, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
         log(name, info[name])
@@ -124,12 +125,19 @@ def train(work: Path, budget_s: float):
     log('stage2', hist['stage2'].seconds, sum(hist['stage2'].accs[-20:]) / 20)
     dr['direct'] = fresh(data['int4'], int4); hist['direct'] = run(dr['direct'], data['int4'], steps1, S.lr, p.seed)
     log('direct', hist['direct'].seconds, sum(hist['direct'].accs[-20:]) / 20)
-    for k, m in dr.items(): save_drafter(m, work/'drafters'/k)
+    from effqwen.dflash import block_accuracy
+    acc = {}
+    for k, m in dr.items():
+        d = data['bf16' if k == 'stage1' else 'int4']; n = len(d['held'][0])
+        acc[k] = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
+                  (('train', (d['ids'][:n], d['feats'][:n], d['loss_mask'][:n])), ('held_out', d['held']))}
+        log(k, {sp: ([round(x, 3) for x in v['acc'][:4]], round(v['tau'], 2)) for sp, v in acc[k].items()})
+        save_drafter(m, work/'drafters'/k)
     st = dict(data=info, step_ms=step_s * 1e3, steps=dict(stage1=steps1, stage2=steps2, direct=steps1),
               profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, drafter=cfg.to_json(),
               sizes={k: v for k, v in S.__dict__.items()},
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
-              train_s={k: h.seconds for k, h in hist.items()})
+              train_s={k: h.seconds for k, h in hist.items()}, block_accuracy=acc)
     (work/'train.json').write_text(json.dumps(st))
     log('train done')
 
