@@ -199,13 +199,57 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
                hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
                engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, lossless_extra=ll,
                peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
-    out.mkdir(parents=True, exist_ok=True)
-    (out/'drafter_gpu.json').write_text(json.dumps(doc))
+    from effqwen.core import write_result
+    os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
+    path = write_result('drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun', doc, p, device=DEV)
+    log('wrote', path)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
+
+# ----------------------------------------------------------------------------------------------------------- render
+def render(path: Path):
+    "Tables from the committed result: A4 at the gpu profile, and the true end-to-end speculative speedup on SmolLM2."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text()); tr, ev = doc['train'], doc['eval']
+    LABEL = {'direct': 'direct on INT4', 'stage1': 'stage 1 (BF16)', 'stage2': 'stage 2 (BF16 → INT4)'}
+    benches = list(doc['eval_prompts'])
+    rows, rows2 = [], []
+    for k in ('direct', 'stage1', 'stage2'):
+        allL = [l for o in ev[k].values() for l in o['lengths']]
+        ba = tr['block_accuracy'][k]
+        rows.append(dict(drafter=LABEL[k], steps=tr['steps'][k], **{f'tau_{b}': ev[k][b]['tau'] for b in benches},
+                         tau_all=sum(allL) / max(1, len(allL)), acc1_train=ba['train']['acc'][0], acc1_held=ba['held_out']['acc'][0],
+                         lossless=f"{sum(o['lossless'] for o in ev[k].values())}/{sum(o['n'] for o in ev[k].values())}"))
+        ar, sp = sum(o['ar_s'] for o in ev[k].values()), sum(o['spec_s'] for o in ev[k].values())
+        rows2.append(dict(drafter=LABEL[k], **{f'x_{b}': ev[k][b]['speedup'] for b in benches},
+                          mean3=sum(ev[k][b]['speedup'] for b in benches) / len(benches), overall=ar / max(1e-9, sp),
+                          tok_s_ar=sum(o['new_tokens'] for o in ev[k].values()) / ar, tok_s_spec=sum(o['new_tokens'] for o in ev[k].values()) / sp))
+    d, ll = tr['data'], doc['lossless_extra']
+    cap = (f"τ: tokens committed per target forward (block {tr['drafter']['block_size']}) of greedy speculative decoding on the engine, "
+           f"INT4 target = the QAD g32 codes × scales from 21_qad (cpu run) on SmolLM2, bf16. Eval prompts: "
+           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items())
+           + (f" (long {min(doc['long_prompt_tokens'])}–{max(doc['long_prompt_tokens'])} tokens)" if doc['long_prompt_tokens'] else '')
+           + f", {doc['eval_new']} new tokens. Drafter: {tr['drafter']['num_hidden_layers']} layers, taps {tr['drafter']['target_layer_ids']}; "
+           f"steps capped by a {tr['budget_s']:.0f} s training budget (profile: {tr['profile_steps']['stage1']}/{tr['profile_steps']['stage2']}), "
+           f"{tr['step_ms']:.0f} ms/step. Data: BF16 regen {d['bf16']['conversations']} conversations ({d['bf16']['response_tokens']:,} response tokens), "
+           f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,}). pos-1 acc: teacher-forced first-position accuracy on "
+           f"training vs held-out chunks. Extra losslessness check: {ll['identical']}/{ll['n']} further GSM8K prompts × 128 tokens "
+           f"identical to the engine's greedy output (stage 2). HF-loop τ on {doc['hf_loop_prompts']} prompts: {doc['hf_loop_tau_stage2']:.2f}.")
+    cols = ([('drafter', 'drafter', '{}'), ('steps', 'steps', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
+            + [('tau_all', 'τ all', '{:.2f}'), ('acc1_train', 'pos-1 acc train', '{:.3f}'), ('acc1_held', 'pos-1 acc held-out', '{:.3f}'), ('lossless', 'lossless', '{}')])
+    md = f"### A4 (gpu profile): drafter training on SmolLM2, {doc['provenance']['device']}\n\n" + render_table(rows, cols) + '\n' + cap + '\n\n' + provenance_line(doc) + '\n'
+    cols2 = ([('drafter', 'drafter', '{}')] + [(f'x_{b}', f'speedup {b}', '{:.2f}x') for b in benches]
+             + [('mean3', 'mean of 3', '{:.2f}x'), ('overall', 'overall', '{:.2f}x'), ('tok_s_ar', 'AR tok/s', '{:.0f}'), ('tok_s_spec', 'spec tok/s', '{:.0f}')])
+    md2 = (f"### A2 (true end-to-end): speculative vs autoregressive decoding on the engine, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
+           + render_table(rows2, cols2) + '\nSpeedup = wall time of the engine\'s own greedy decoding / wall time of lossless speculative decoding '
+           'of the same tokens (prefill included, CUDA graphs for both), per benchmark as in A4; measured, not projected.\n\n' + provenance_line(doc) + '\n')
+    prof = doc['provenance']['profile']
+    print(write_table('drafter_a4_gpu', md, prof), write_table('latency_a2_true_smollm2', md2, prof))
+    print(md); print(md2)
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'train', 'eval'])
+    ap.add_argument('stage', choices=['assemble', 'train', 'eval', 'render'])
+    ap.add_argument('--result', default='data/results/drafter_training_gpu.json')
     ap.add_argument('--work', default='/tmp/xfer')
     ap.add_argument('--manifest', default='.devsite/bundle/manifest.json')
     ap.add_argument('--train-budget', type=float, default=330.0)
@@ -216,6 +260,7 @@ def main():
     torch.manual_seed(0)
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
     elif a.stage == 'train': train(work, a.train_budget)
-    else: evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
+    elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
+    else: render(Path(a.result))
 
 if __name__ == '__main__': main()
