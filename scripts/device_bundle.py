@@ -31,9 +31,10 @@ def main():
     members['smollm2.gguf'] = gg.read_bytes()
     # QAD INT4 target (cpu profile run of 21_qad, group 32): everything but the embedding (= the GGUF's)
     qd = qad_target_dir(get_profile('cpu'), 32)
+    qd = qd.with_name(qd.name + '-w4a16')                        # the compressed-tensors W4A16 checkpoint 21_qad writes
     sd = load_file(str(qd/'model.safetensors'))
     emb = sd.pop('model.embed_tokens.weight')
-    buf = io.BytesIO(); members['qad_int4.safetensors'] = None
+    if not any(k.endswith('weight_packed') for k in sd): raise ValueError(f'{qd} holds no packed INT4 weights: rerun 21_qad')
     tmp = out/'qad_int4.safetensors'; save_file({k: v.contiguous() for k, v in sd.items()}, str(tmp))
     members['qad_int4.safetensors'] = tmp.read_bytes(); tmp.unlink()
     members['qad_config.json'] = (qd/'config.json').read_bytes()

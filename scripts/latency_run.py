@@ -1,0 +1,11 @@
+"""Run on the GPU machine: PYTHONPATH=. OUT=... python3 scripts/latency_run.py SECONDS (a deadline; partial results are kept)."""
+"A1/A2 latency at the Qwen3.5-4B shape on the GPU (the 26_latency measurement), saving partial results after every stage."
+import json, os, shutil, pathlib, sys
+from effqwen.core import get_profile, write_result
+from effqwen.engine import benchmark_latency
+out = pathlib.Path(os.environ['OUT'])
+ck = lambda d: (out/'partial.json').write_text(json.dumps(d, default=str, indent=1))
+r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lambda s: print(s, flush=True))
+r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
+p = write_result('latency_h200', r, get_profile('gpu'))
+shutil.copy(p, out/'latency_h200.json'); print('wrote', p)
