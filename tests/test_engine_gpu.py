@@ -58,11 +58,19 @@ def test_verify_commit_equal_hf():
         # on a GPU, HF's Gated-DeltaNet runs flash-linear-attention's Triton chunk kernels, whose fp32 tl.dot uses
         # TF32 (~1e-3 relative): the reference itself is only that precise (measured 9.99e-4 on an H200)
         assert rel_error(eng.verify(blk), full[23:39]) < 3e-3
+        nxt = torch.tensor([5], device='cuda')
         for n in (1, 7, 16):
-            eng.prefill(pr); eng.verify(blk); eng.commit(n)
-            nxt = torch.tensor([5], device='cuda'); eng.tok[:1] = nxt
+            eng.prefill(pr); eng.verify(blk); eng.commit(n); eng.tok[:1] = nxt
+            got = eng.decode_one_token().clone()
+            eng.prefill(torch.cat([pr[0], blk[:n]])[None]); eng.tok[:1] = nxt
+            fresh = eng.decode_one_token().clone()                  # the engine's own prefill of the same prefix
             want = m(torch.cat([pr[0], blk[:n], nxt])[None]).logits[0, -1]
-            assert rel_error(eng.decode_one_token(), want) < 3e-3, n
+            # Measured on an H200 (scripts/engine_commit_diag.py): commit vs fresh prefill 8.6e-5 / 4.9e-4 /
+            # 3.5e-3 and commit vs HF 4.0e-4 / 9.2e-4 / 6.9e-3 for n = 1 / 7 / 16, while the fresh prefill of the
+            # same 39 tokens is itself 3.6e-3 from HF: both sides run fla's TF32 chunk kernel, whose error grows with
+            # the sequence; the n = 16 tolerance covers that measured TF32 error, not a looser rollback.
+            tol = 3e-3 if n < 16 else 1e-2
+            assert rel_error(got, fresh) < tol and rel_error(got, want) < tol, (n, rel_error(got, fresh), rel_error(got, want))
 
 def test_w4a16_engine_equals_hf_w4a16():
     from effqwen.engine import Engine
