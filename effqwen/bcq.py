@@ -12,12 +12,13 @@ from torch import Tensor
 log = logging.getLogger('effqwen.bcq')
 
 # %% auto #0
-__all__ = ['log', 'MAX_PLANES', 'SUPER_BLOCK', 'check_planes', 'sign_patterns', 'check_blocks', 'to_groups', 'from_groups',
-           'expand_scales', 'bcq_dequant', 'greedy_init', 'group_dequant', 'group_error', 'ls_scales', 'nearest_level',
-           'nearest_codes', 'bcq_codes', 'als_refine', 'canonical', 'bcq_fit_groups', 'bcq_fit', 'BCQScheme',
-           'parse_bcq_scheme', 'BCQQuantizer', 'output_error', 'hessian_normal_equations', 'refit_scales_hessian',
-           'correlated_hessian', 'bits_per_weight', 'snap_scales', 'unsnap_scales', 'snap_scales_hessian', 'PackedBCQ',
-           'pack_signs', 'unpack_signs', 'unpack_bcq', 'verify_pack', 'pack_bcq', 'to_kernel_layout', 'gptq_bcq']
+__all__ = ['log', 'MAX_PLANES', 'UNIFORM_CLIP', 'INITS', 'SUPER_BLOCK', 'check_planes', 'sign_patterns', 'check_blocks',
+           'to_groups', 'from_groups', 'expand_scales', 'bcq_dequant', 'greedy_init', 'group_dequant', 'group_error',
+           'uniform_init', 'ls_scales', 'nearest_level', 'nearest_codes', 'bcq_codes', 'als_refine', 'canonical',
+           'bcq_fit_groups', 'bcq_fit', 'BCQScheme', 'parse_bcq_scheme', 'BCQQuantizer', 'output_error',
+           'hessian_normal_equations', 'refit_scales_hessian', 'correlated_hessian', 'bits_per_weight', 'snap_scales',
+           'unsnap_scales', 'snap_scales_hessian', 'PackedBCQ', 'pack_signs', 'unpack_signs', 'unpack_bcq',
+           'verify_pack', 'pack_bcq', 'to_kernel_layout', 'gptq_bcq']
 
 # %% ../nbs/07_bcq.ipynb #cade7700
 MAX_PLANES = 8
@@ -108,6 +109,33 @@ def group_error(x:Tensor, B:Tensor, a:Tensor)->float:
     "Relative squared reconstruction error ‖x − x̂‖² / ‖x‖² over all groups."
     return ((x - group_dequant(B, a)).pow(2).sum() / x.pow(2).sum().clamp_min(1e-30)).item()
 
+# %% ../nbs/07_bcq.ipynb #a5f7c95f
+UNIFORM_CLIP = (1.0, 0.95, 0.9, 0.85, 0.8, 0.75, 0.7, 0.65, 0.6)
+
+def uniform_init(x:Tensor, # (M, g) groups
+                 Q:int, # planes
+                 clip:tuple=UNIFORM_CLIP, # fractions f of max|w| tried for the grid's outermost level
+                )->tuple[Tensor, Tensor]:
+    "Codes `(M, g, Q)` and scales `(M, Q)` of the best symmetric uniform 2^Q-level grid per group (clip search)."
+    check_planes(Q)
+    if not clip or any(not 0 < f <= 1 for f in clip): raise ValueError(f'uniform_init: clip={clip!r}: give fractions 0 < f <= 1')
+    x = x.float()
+    n = 2 ** Q - 1
+    amax = x.abs().amax(-1, keepdim=True)
+    best_e, best_s = None, None
+    for f in clip:
+        s = (amax * f / n).clamp_min(1e-30)
+        k = ((x / s + n) * 0.5).round().clamp(0, n)
+        e = (x - (2 * k - n) * s).pow(2).sum(-1)
+        if best_e is None: best_e, best_s = e, s
+        else:
+            better = e < best_e
+            best_e, best_s = torch.where(better, e, best_e), torch.where(better[:, None], s, best_s)
+    k = ((x / best_s + n) * 0.5).round().clamp(0, n).long()
+    j = torch.arange(Q - 1, -1, -1, device=x.device)                   # plane p ↔ bit Q-1-p: scales in decreasing order
+    B = ((k[..., None] >> j) & 1).float() * 2 - 1
+    return B, best_s * (2.0 ** j).float()
+
 # %% ../nbs/07_bcq.ipynb #573eb7bd
 def ls_scales(x:Tensor, # (M, g) groups
               B:Tensor, # (M, g, Q) codes ±1
@@ -180,27 +208,38 @@ def canonical(B:Tensor, # (M, g, Q) codes
     a, order = a.sort(-1, descending=True)
     return B.gather(2, order[:, None, :].expand_as(B)), a
 
+INITS = ('best', 'greedy', 'uniform')
+
 def bcq_fit_groups(x:Tensor, # (M, g) groups
                    Q:int, # planes
-                   iters:int=20, # alternating rounds after the greedy init (0 = greedy only)
+                   iters:int=20, # alternating rounds after the init (0 = the init only)
+                   init:str='best', # 'greedy', 'uniform' (clip-searched uniform grid) or 'best' (both, per group the lower error)
                   )->tuple[Tensor, Tensor]:
-    "Greedy init + alternating refinement, canonical form: codes `(M, g, Q)` and scales `(M, Q)`."
-    B, a = greedy_init(x, Q)
-    return canonical(*als_refine(x, B, a, iters))
+    "Init + alternating refinement, canonical form: codes `(M, g, Q)` and scales `(M, Q)`."
+    if init not in INITS: raise ValueError(f"init={init!r}: use 'best', 'greedy' or 'uniform'")
+    x = x.float()
+    if init == 'greedy' or (init == 'best' and Q == 1): return canonical(*als_refine(x, *greedy_init(x, Q), iters))   # Q = 1: greedy is exact
+    Bu, au = als_refine(x, *uniform_init(x, Q), iters)
+    if init == 'uniform': return canonical(Bu, au)
+    Bg, ag = als_refine(x, *greedy_init(x, Q), iters)
+    eg, eu = (x - group_dequant(Bg, ag)).pow(2).sum(-1), (x - group_dequant(Bu, au)).pow(2).sum(-1)
+    u = eu < eg
+    return canonical(torch.where(u[:, None, None], Bu, Bg), torch.where(u[:, None], au, ag))
 
 # %% ../nbs/07_bcq.ipynb #9aa30623
 def bcq_fit(w:Tensor, # (N, K) weight
             Q:int, # binary planes, 1..8
             group_size:int=128, # bc: input columns sharing a scale
-            iters:int=20, # alternating rounds (0 = greedy only)
+            iters:int=20, # alternating rounds (0 = the start only: greedy planes with init='greedy')
             row_block:int=1, # br: output rows sharing a scale (1 = row-wise groups)
+            init:str='best', # 'best' (greedy and uniform-grid starts, per group the better), 'greedy' or 'uniform'
            )->tuple[Tensor, Tensor]:
     "BCQ fit of a matrix: codes int8 `(Q, N, K)` ±1 and scales float32 `(Q, N/br, K/bc)`, ≥ 0."
     check_planes(Q)
     if w.dim() != 2: raise ValueError(f'bcq_fit expects a 2-D (out_features, in_features) weight, got shape {tuple(w.shape)}')
     if not torch.isfinite(w).all(): raise ValueError('bcq_fit: weight has NaN/inf entries')
     N, K = w.shape
-    B, a = bcq_fit_groups(to_groups(w.float(), group_size, row_block), Q, iters)
+    B, a = bcq_fit_groups(to_groups(w.float(), group_size, row_block), Q, iters, init)
     codes = from_groups(B.permute(2, 0, 1), (N, K), group_size, row_block).to(torch.int8)
     return codes, a.T.reshape(Q, N // row_block, K // group_size).contiguous()
 
@@ -249,9 +288,11 @@ class BCQQuantizer:
     group_size: int = 128   # input columns sharing a scale
     iters: int = 20         # ALS rounds in `fit`
     row_block: int = 1      # output rows sharing a scale (sab family)
+    init: str = 'best'      # ALS start: 'best' (greedy and uniform grid, per row the better), 'greedy', 'uniform'
 
     def __post_init__(self):
         check_planes(self.Q)
+        if self.init not in INITS: raise ValueError(f"BCQQuantizer.init={self.init!r}: use 'best', 'greedy' or 'uniform'")
         check_blocks((self.row_block, self.group_size), self.group_size, self.row_block)
 
     def fit(self, w:Tensor)->Tensor:
@@ -260,7 +301,7 @@ class BCQQuantizer:
         if k > self.group_size: raise ValueError(f'BCQQuantizer.fit got {k} columns > group_size {self.group_size}')
         if rows % self.row_block: raise ValueError(f'row_block {self.row_block} does not divide {rows} rows')
         x = w.float().reshape(rows // self.row_block, self.row_block * k)
-        return bcq_fit_groups(x, self.Q, self.iters)[1]
+        return bcq_fit_groups(x, self.Q, self.iters, self.init)[1]
 
     def quantize(self, w:Tensor, params:Tensor)->Tensor:
         "Each weight of `w (rows, k)` replaced by the nearest level Σ ±α_p of its row."
@@ -401,14 +442,14 @@ def snap_scales_hessian(W:Tensor, # (N, K) original weight
                         ridge:float=1e-6, # relative ridge on A before the Cholesky factorisations
                         mem_bytes:int|None=None, # memory budget for one chunk of rows (default 2 GiB on GPU, 256 MiB on CPU)
                        )->tuple[Tensor, Tensor]:
-    "u8 codes `(Q, N, K/G)` and fp16 `d` like `snap_scales`, rounded GPTQ-style in the metric of the output error."
+    "u8 codes `(Q, N, K/G)` and fp16 `d` like `snap_scales`, rounded GPTQ-style in the metric of the output error (per row never worse than nearest)."
     Q, N, ng = alphas.shape
     if codes.shape[:2] != (Q, N): raise ValueError(f'alphas {tuple(alphas.shape)} are not row-wise scales of codes {tuple(codes.shape)} (the packed format has row_block 1)')
     _, d = snap_scales(alphas, group_size)                                  # validates; fixes d per (row, super-block)
     step = d.double()[:, _sb_index(ng * group_size, group_size, d.device)].repeat(1, Q)   # (N, Q·ng), order (plane, group)
     out = torch.empty(Q, N, ng, dtype=torch.uint8, device=alphas.device)
-    for r0, A, _ in hessian_normal_equations(W, codes, H, group_size, 1, mem_bytes):
-        n = A.shape[0]
+    for r0, A, c in hessian_normal_equations(W, codes, H, group_size, 1, mem_bytes):
+        n, A0 = A.shape[0], A.clone()
         L, info = torch.linalg.cholesky_ex(_add_ridge(A, ridge))
         if info.any(): raise ValueError('snap_scales_hessian: the scales\' normal matrix is singular: raise `ridge`')
         U = torch.linalg.cholesky(torch.cholesky_inverse(L), upper=True)
@@ -418,6 +459,10 @@ def snap_scales_hessian(W:Tensor, # (N, K) original weight
             q[:, i] = torch.where(st[:, i] > 0, (x[:, i] / st[:, i].clamp_min(1e-300)).round().clamp(0, 255), 0)
             err = (x[:, i] - q[:, i] * st[:, i]) / U[:, i, i]
             x[:, i+1:] -= err[:, None] * U[:, i, i+1:]
+        x0 = alphas[:, r0:r0+n].permute(1, 0, 2).reshape(n, -1).double()
+        q0 = torch.where(st > 0, (x0 / st.clamp_min(1e-300)).round().clamp(0, 255), torch.zeros_like(x0))   # nearest
+        E = lambda q: ((q * st)[:, None, :] @ A0 @ (q * st)[:, :, None])[:, 0, 0] - 2 * ((q * st) * c).sum(-1)  # row error − const
+        q = torch.where((E(q) <= E(q0))[:, None], q, q0)                   # per row: never worse than nearest rounding
         out[:, r0:r0+n] = q.reshape(n, Q, ng).permute(1, 0, 2).to(torch.uint8)
     return out, d
 
@@ -521,13 +566,14 @@ def gptq_bcq(W:Tensor, # (N, K) weight
              act_order:bool=True, # sweep groups by decreasing diag(H)
              percdamp:float=0.01, # GPTQ damping (fraction of mean diag H)
              blocksize:int=128, # GPTQ lazy-update block (columns)
+             init:str='best', # ALS start of each group fit: 'best', 'greedy' or 'uniform' (see `bcq_fit_groups`)
             )->tuple[Tensor, Tensor]:
     "GPTQ sweep with BCQ groups (+ exact Hessian refit of the scales): codes `(Q, N, K)` and scales `(Q, N/br, K/bc)`."
     from effqwen.quant import GPTQ            # the loop shared with INT4 (imported here: quant is the heavier module)
     check_blocks(tuple(W.shape), group_size, row_block)
     g = GPTQ(W.detach().float())
     g.H, g.nsamples = H.detach().to(W.device, torch.float32).clone(), 1      # a given Hessian instead of add_batch
-    qz = BCQQuantizer(Q, group_size, iters, row_block)
+    qz = BCQQuantizer(Q, group_size, iters, row_block, init)
     Wq, params = g.quantize(qz, blocksize=blocksize, percdamp=percdamp, act_order=act_order)
     rec = qz.export(Wq, params)
     if not refit: return rec['codes'], rec['alphas']

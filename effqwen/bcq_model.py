@@ -20,8 +20,8 @@ log = logging.getLogger('effqwen.bcq_model')
 __all__ = ['log', 'BlockReplay', 'substages', 'stage_hessians', 'apply_stages', 'quantize_sequential', 'int_gptq_fn', 'BCQConfig',
            'record_codes', 'record_weight', 'bcq_fn', 'scheme_lookup', 'bcq_quantize_model', 'bits_of', 'average_bits',
            'candidate_schemes', 'fit_bank', 'assemble', 'load_records', 'refit_records', 'kl_to_ref', 'Sensitivity',
-           'linear_sensitivity', 'knapsack', 'BCQLinear', 'to_bcq_student', 'teacher_topk', 'topk_kl', 'distill_scales',
-           'snap_student']
+           'linear_sensitivity', 'knapsack', 'BCQLinear', 'to_bcq_student', 'teacher_topk', 'topk_kl', 'topk_loss',
+           'distill_scales', 'snap_student']
 
 # %% ../nbs/07a_bcq_model.ipynb #4b794ed5
 class _Stop(Exception): "Raised by a hook to end a forward early."
@@ -239,9 +239,11 @@ class BCQConfig:
     act_order: bool = True    # GPTQ: sweep groups by decreasing diag(H)
     percdamp: float = 0.01    # GPTQ damping
     blocksize: int = 128      # GPTQ lazy-batch block
+    init: str = 'best'        # ALS start per group: 'best' (greedy and uniform grid, the lower error), 'greedy', 'uniform'
 
     def __post_init__(self):
         if self.mode not in ('gptq', 'als', 'greedy'): raise ValueError(f"BCQConfig.mode={self.mode!r}: use 'gptq', 'als' or 'greedy'")
+        if self.init not in ('best', 'greedy', 'uniform'): raise ValueError(f"BCQConfig.init={self.init!r}: use 'best', 'greedy' or 'uniform'")
         if self.snap not in ('hessian', 'nearest'): raise ValueError(f"BCQConfig.snap={self.snap!r}: use 'hessian' or 'nearest'")
 
     @property
@@ -266,11 +268,12 @@ def _fit_codes(W:Tensor, H:Tensor|None, s, cfg:BCQConfig)->tuple[Tensor, Tensor]
     if H is None and (cfg.mode == 'gptq' or cfg.refit): raise ValueError(f'{cfg}: GPTQ-BCQ and the refit need the Hessian H of the layer inputs')
     if cfg.mode == 'gptq':
         g = GPTQ(W); g.H, g.nsamples = H.clone(), 1
-        qz = _LevelBCQ(s.Q, s.group_size, cfg.iters, s.row_block)
+        qz = _LevelBCQ(s.Q, s.group_size, cfg.iters, s.row_block, cfg.init)
         Wq, params = g.quantize(qz, cfg.blocksize, cfg.percdamp, cfg.act_order)
         rec = qz.export(Wq, params)
         codes, alphas = rec['codes'], rec['alphas']
-    else: codes, alphas = bcq_fit(W, s.Q, s.group_size, cfg.iters if cfg.mode == 'als' else 0, s.row_block)
+    elif cfg.mode == 'als': codes, alphas = bcq_fit(W, s.Q, s.group_size, cfg.iters, s.row_block, cfg.init)
+    else: codes, alphas = bcq_fit(W, s.Q, s.group_size, 0, s.row_block, 'greedy')        # the greedy planes alone
     if cfg.refit: codes, alphas = refit_scales_hessian(W, codes, H, s.group_size, s.row_block)
     return codes, alphas
 
@@ -581,16 +584,41 @@ def topk_kl(logits:Tensor, # (..., V) student logits
     return (pt * (lt - ls)).sum(-1) + torch.where(pt_rest > 0, rest, torch.zeros_like(rest))
 
 # %% ../nbs/07a_bcq_model.ipynb #a4100861
+@torch.no_grad()
+def topk_loss(model:nn.Module, windows:Tensor, # (n, T) token windows
+              targets:tuple[Tensor, Tensor], # `teacher_topk(teacher, windows)`
+              batch_size:int=4)->float:
+    "Mean per-token top-k + rest KL of `model` to the stored teacher targets (no gradients)."
+    idx, lt = targets
+    tot = 0.0
+    for s in range(0, len(windows), batch_size):
+        sl = slice(s, s + batch_size)
+        tot += topk_kl(model(input_ids=windows[sl], use_cache=False).logits, idx[sl], lt[sl]).sum().item()
+    return tot / windows.numel()
+
 def distill_scales(student:nn.Module, # from `to_bcq_student`
                    windows:Tensor, # (n, T) training windows
                    targets:tuple[Tensor, Tensor], # `teacher_topk(teacher, windows)`
-                   steps:int=20, lr:float=1e-3, batch_size:int=2, progress:bool=True)->list[float]:
-    "Adam on every θ to minimise the top-k + rest KL to the teacher; returns the loss per step."
+                   steps:int=20, lr:float=1e-3, batch_size:int=2, progress:bool=True,
+                   val:tuple[Tensor, tuple[Tensor, Tensor]]|None=None, # held-out (windows, teacher_topk targets): early stopping
+                   eval_every:int=2, # steps between held-out evaluations (and after the last step)
+                   report:dict|None=None, # filled with the held-out trajectory: val [(step, loss)], best_step, initial_val, best_val
+                  )->list[float]:
+    "Adam on every θ to minimise the top-k + rest KL to the teacher; returns the training loss per step. With `val`, the θ of the best held-out loss (step 0 = the PTQ scales included) are restored at the end."
     params = [m.theta for m in student.modules() if isinstance(m, BCQLinear)]
     if not params: raise ValueError('distill_scales: no BCQLinear in the model: call to_bcq_student first')
+    if eval_every < 1: raise ValueError(f'distill_scales: eval_every={eval_every} must be >= 1')
     opt = torch.optim.Adam(params, lr=lr)
     idx, lt = targets
     nb, hist = math.ceil(len(windows) / batch_size), []
+    best = None
+    def check(step):
+        nonlocal best
+        v = topk_loss(student, val[0], val[1], batch_size * 2)
+        trace.append((step, v))
+        if best is None or v < best[1]: best = (step, v, [t.detach().clone() for t in params])
+    trace = []
+    if val is not None: check(0)
     it = range(steps)
     if progress:
         from tqdm.auto import tqdm
@@ -600,19 +628,26 @@ def distill_scales(student:nn.Module, # from `to_bcq_student`
         loss = topk_kl(student(input_ids=windows[sl], use_cache=False).logits, idx[sl], lt[sl]).mean()
         opt.zero_grad(); loss.backward(); opt.step()
         hist.append(loss.item())
+        if val is not None and ((step + 1) % eval_every == 0 or step + 1 == steps): check(step + 1)
+    if val is not None:
+        with torch.no_grad():
+            for t, b in zip(params, best[2]): t.copy_(b)
+        if report is not None: report.update(val=trace, best_step=best[0], initial_val=trace[0][1], best_val=best[1])
+        log.info('scale distillation: held-out loss %.4g -> %.4g (best at step %d of %d)', trace[0][1], best[1], best[0], steps)
     return hist
 
 def snap_student(student:nn.Module, # trained `to_bcq_student` model (BCQLinears replaced back in place)
                  records:dict, # the PTQ records the student was built from
                 )->dict[str, dict]:
-    "Snap the trained scales to the u8 grid, pack (verified), write dequantized nn.Linears back; new records."
+    "Snap the trained scales to the u8 grid, pack (verified), write dequantized nn.Linears back; new records (θ = 0: the PTQ record unchanged)."
     out = {}
     with torch.no_grad():
         for n, rec in records.items():
             m = student.get_submodule(n)
             al = m.scales().clamp_min(0)
             new = dict(rec, distilled=True)
-            if rec.get('packed') is not None:
+            if not m.theta.any(): new = dict(rec, distilled=False)          # untouched scales: keep the PTQ pack exactly
+            elif rec.get('packed') is not None:
                 p = pack_bcq(m.codes, al, rec['scheme'])
                 new.update(packed=p, bits_per_weight=p.bits_per_weight)
             else: new.update(codes=m.codes.clone(), alphas=al.clone())

@@ -81,3 +81,16 @@ def test_kernel_layout_matches_kernels_module():
         assert torch.equal(words, kernels.pack_sign_words(codes))
         ref = bcq_dequant(codes, a16.float())
         assert torch.allclose(kernels.bcq_dequantize(words, a16, torch.float32).float(), ref, rtol=1e-6, atol=1e-7)
+
+
+def test_sa4_beats_int4_rtn_after_packing():
+    "4 planes contain the 16-level symmetric grid: the packed sa4 fit (u8 scales) must beat symmetric INT4 RTN g64."
+    from effqwen.quant import IntQuantizer, rtn_quantize
+    torch.manual_seed(0)
+    for W in (torch.randn(64, 576), torch.distributions.StudentT(3.).sample((64, 576))):
+        int4 = (rtn_quantize(W, IntQuantizer(4, 64))[0] - W).pow(2).sum()
+        codes, al = bcq_fit(W, 4, 64, 10)
+        packed = (bcq_dequant(*unpack_bcq(pack_bcq(codes, al, 'sa4'))) - W).pow(2).sum()
+        greedy = (bcq_dequant(*bcq_fit(W, 4, 64, 10, init='greedy')) - W).pow(2).sum()
+        assert packed < int4, (packed.item(), int4.item())
+        assert (bcq_dequant(codes, al) - W).pow(2).sum() <= greedy * (1 + 1e-5)
