@@ -129,7 +129,8 @@ def train(work: Path, budget_s: float):
     acc = {}
     for k, m in dr.items():
         d = data['bf16' if k == 'stage1' else 'int4']; n = len(d['held'][0])
-        acc[k] = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda'):
+          acc[k] = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
                   (('train', (d['ids'][:n], d['feats'][:n], d['loss_mask'][:n])), ('held_out', d['held']))}
         log(k, {sp: ([round(x, 3) for x in v['acc'][:4]], round(v['tau'], 2)) for sp, v in acc[k].items()})
         save_drafter(m, work/'drafters'/k)
@@ -153,7 +154,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
     bf16, int4, tok = load_models(work)
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     st = json.loads((work/'train.json').read_text())
-    bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:S.eval_prompts if b != 'long' else S.eval_long]] for b, xs in pr['bench'].items()}
+    bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
     names = ['direct', 'stage1', 'stage2']
     dr = {k: load_drafter(work/'drafters'/k, int4).to(DEV).to(next(int4.parameters()).dtype).eval() for k in names}
     taps = tuple(dr['stage2'].target_layer_ids)
@@ -185,7 +186,18 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
         ref_hf = greedy_generate(int4, x, S.eval_new, tok.eos_token_id); ref_e = eng.generate(x, S.eval_new, stops)
         n = min(ref_hf.shape[1], ref_e.shape[1]); same = (ref_hf[0, :n].cpu() == ref_e[0, :n].cpu())
         ar_vs_hf.append(int(n if bool(same.all()) else int((~same).nonzero()[0])))
-    # losslessness on >= 100 further prompts (GSM8K questions not in the eval set), stage-2 drafter
+    from effqwen.core import write_result
+    os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
+    name = 'drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun'
+    def save(**extra):                            # written after each phase: a run cut short by the device's limit keeps what it measured
+        doc = dict(train=st, eval=res, eval_prompts={b: len(v) for b, v in bench.items()},
+                   long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
+                   hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
+                   engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, **({'lossless_extra': None} | extra),
+                   peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+        log('wrote', write_result(name, doc, p, device=DEV))
+    save()
+    # losslessness on the GSM8K test questions (100, partly the eval prompts), stage-2 drafter, 128 new tokens each
     ll = dict(n=0, identical=0, new_tokens=0, tau_lengths=[])
     for q in pr['lossless'][:n_lossless]:
         x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
@@ -194,15 +206,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
         ll['tau_lengths'] += r.acceptance_lengths
     L = ll.pop('tau_lengths'); ll['tau'] = sum(L) / max(1, len(L))
     log('lossless', ll)
-    doc = dict(train=st, eval=res, eval_prompts={b: len(v) for b, v in bench.items()},
-               long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
-               hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
-               engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, lossless_extra=ll,
-               peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
-    from effqwen.core import write_result
-    os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
-    path = write_result('drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun', doc, p, device=DEV)
-    log('wrote', path)
+    save(lossless_extra=ll)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------------------------- render
@@ -223,7 +227,7 @@ def render(path: Path):
         rows2.append(dict(drafter=LABEL[k], **{f'x_{b}': ev[k][b]['speedup'] for b in benches},
                           mean3=sum(ev[k][b]['speedup'] for b in benches) / len(benches), overall=ar / max(1e-9, sp),
                           tok_s_ar=sum(o['new_tokens'] for o in ev[k].values()) / ar, tok_s_spec=sum(o['new_tokens'] for o in ev[k].values()) / sp))
-    d, ll = tr['data'], doc['lossless_extra']
+    d, ll = tr['data'], doc.get('lossless_extra')
     cap = (f"τ: tokens committed per target forward (block {tr['drafter']['block_size']}) of greedy speculative decoding on the engine, "
            f"INT4 target = the QAD g32 codes × scales from 21_qad (cpu run) on SmolLM2, bf16. Eval prompts: "
            + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items())
@@ -232,8 +236,10 @@ def render(path: Path):
            f"steps capped by a {tr['budget_s']:.0f} s training budget (profile: {tr['profile_steps']['stage1']}/{tr['profile_steps']['stage2']}), "
            f"{tr['step_ms']:.0f} ms/step. Data: BF16 regen {d['bf16']['conversations']} conversations ({d['bf16']['response_tokens']:,} response tokens), "
            f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,}). pos-1 acc: teacher-forced first-position accuracy on "
-           f"training vs held-out chunks. Extra losslessness check: {ll['identical']}/{ll['n']} further GSM8K prompts × 128 tokens "
-           f"identical to the engine's greedy output (stage 2). HF-loop τ on {doc['hf_loop_prompts']} prompts: {doc['hf_loop_tau_stage2']:.2f}.")
+           f"training vs held-out chunks. "
+           + (f"Extra losslessness check: {ll['identical']}/{ll['n']} GSM8K prompts × 128 tokens identical to the engine's greedy output (stage 2). "
+              if ll else 'Extra losslessness check: not completed in this run. ')
+           + f"HF-loop τ on {doc['hf_loop_prompts']} prompts: {doc['hf_loop_tau_stage2']:.2f}.")
     cols = ([('drafter', 'drafter', '{}'), ('steps', 'steps', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
             + [('tau_all', 'τ all', '{:.2f}'), ('acc1_train', 'pos-1 acc train', '{:.3f}'), ('acc1_held', 'pos-1 acc held-out', '{:.3f}'), ('lossless', 'lossless', '{}')])
     md = f"### A4 (gpu profile): drafter training on SmolLM2, {doc['provenance']['device']}\n\n" + render_table(rows, cols) + '\n' + cap + '\n\n' + provenance_line(doc) + '\n'
