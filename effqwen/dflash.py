@@ -19,7 +19,8 @@ log = logging.getLogger('effqwen.dflash')
 __all__ = ['log', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin', 'apply_rope',
            'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep', 'DraftCache',
            'sampling_probs', 'sample_anchors', 'block_attention_mask', 'packed_block_forward', 'target_features',
-           'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'save_drafter', 'load_drafter']
+           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'save_drafter',
+           'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -478,6 +479,19 @@ def target_features(target, input_ids:torch.Tensor, layer_ids:list[int])->torch.
     with torch.no_grad():
         return extract_context_feature(target(input_ids, output_hidden_states=True).hidden_states, layer_ids)
 
+def block_labels(input_ids:torch.Tensor, # (B, S)
+                 loss_mask:torch.Tensor, # bool (B, S): response tokens
+                 anchors:torch.Tensor, keep:torch.Tensor, # (B, N) from `sample_anchors`
+                 block_size:int)->tuple[torch.Tensor, torch.Tensor]:
+    "(labels, ok), each (B, N, bs): the token at anchor + k, and whether row k counts (k >= 1, kept block, in range, response)."
+    B, S = input_ids.shape; N = anchors.shape[1]
+    k = torch.arange(block_size, device=input_ids.device)
+    pos = anchors[:, :, None] + k                                           # (B, N, bs) position each row predicts
+    inb = pos < S; pos = pos.clamp(max=S - 1)
+    labels = torch.gather(input_ids[:, None].expand(B, N, S), 2, pos)
+    ok = keep[:, :, None] & inb & (k >= 1) & torch.gather(loss_mask.bool()[:, None].expand(B, N, S), 2, pos)
+    return labels, ok
+
 def dflash_loss(drafter:DFlashDrafter,
                 input_ids:torch.Tensor, # (B, S)
                 feats:torch.Tensor, # (B, S, k·H) target features
@@ -492,10 +506,7 @@ def dflash_loss(drafter:DFlashDrafter,
     N = anchors.shape[1]
     h = packed_block_forward(drafter, input_ids, feats, anchors).view(B, N, bs, -1)
     k = torch.arange(bs, device=input_ids.device)
-    lab_pos = anchors[:, :, None] + k                                       # (B, N, bs) position each row predicts
-    inb = lab_pos < S; lab_pos = lab_pos.clamp(max=S - 1)
-    labels = torch.gather(input_ids[:, None].expand(B, N, S), 2, lab_pos)
-    ok = keep[:, :, None] & inb & (k >= 1) & torch.gather(loss_mask.bool()[:, None].expand(B, N, S), 2, lab_pos)
+    labels, ok = block_labels(input_ids, loss_mask, anchors, keep, bs)
     d2t = getattr(drafter, 'd2t', None)
     if d2t is not None:                                                     # labels as draft ids; others cannot be drafted
         t2d = torch.full((drafter.cfg.vocab_size,), -1, dtype=torch.long, device=labels.device)
@@ -568,7 +579,7 @@ def block_accuracy(drafter:DFlashDrafter,
     "Teacher-forced per-position accuracy `acc[k-1]` for k = 1..B−1 and the implied acceptance length `tau`."
     if input_ids.shape != loss_mask.shape or feats.shape[:2] != input_ids.shape:
         raise ValueError(f'input_ids {tuple(input_ids.shape)}, loss_mask {tuple(loss_mask.shape)} and feats {tuple(feats.shape)} must share (B, S)')
-    g, bs, S = torch.Generator().manual_seed(seed), drafter.cfg.block_size, input_ids.shape[1]
+    g, bs = torch.Generator().manual_seed(seed), drafter.cfg.block_size
     hits, oks, runs = torch.zeros(bs - 1), torch.zeros(bs - 1), []
     was = drafter.training; drafter.eval()
     for i in range(0, len(input_ids), batch_size):
@@ -578,10 +589,7 @@ def block_accuracy(drafter:DFlashDrafter,
         B, N = a.shape
         h = packed_block_forward(drafter, ids, f, a).view(B, N, bs, -1)[:, :, 1:]
         pred = drafter.to_target(drafter.draft_logits(h).argmax(-1))
-        k = torch.arange(1, bs, device=ids.device)
-        pos = a[:, :, None] + k
-        lab = torch.gather(ids[:, None].expand(B, N, S), 2, pos.clamp(max=S - 1))
-        ok = keep[:, :, None] & (pos < S) & torch.gather(lm[:, None].expand(B, N, S), 2, pos.clamp(max=S - 1))
+        lab, ok = (t[:, :, 1:] for t in block_labels(ids, lm, a, keep, bs))
         hit = (pred == lab) & ok
         hits += hit.sum((0, 1)).float().cpu(); oks += ok.sum((0, 1)).float().cpu()
         runs.append(1 + torch.cumprod(hit.float(), -1).sum(-1)[keep].cpu())

@@ -7,9 +7,8 @@ listed with its sha256 in `manifest.json`.
 
     python scripts/device_bundle.py --out .devsite/bundle
 """
-import argparse, hashlib, io, json, os, tarfile, time
+import argparse, hashlib, io, json, tarfile, time
 from pathlib import Path
-import torch
 from safetensors.torch import save_file, load_file
 
 def sha(b: bytes) -> str: return hashlib.sha256(b).hexdigest()
@@ -44,7 +43,7 @@ def main():
     from effqwen.assets import gsm8k
     prompts = dict(train=[dict(id=i, prompt=q) for i, q in zip(tp['id'], tp['prompt'])],
                    bench={b: [x[0].tolist() for x in xs] for b, xs in bench.items()},
-                   lossless=[q for q in gsm8k(None)['question']][-128:],      # extra prompts for the >= 100-prompt losslessness check
+                   lossless=list(gsm8k(None)['question']),      # all 100 GSM8K questions (the first are also eval prompts): losslessness check
                    embed_sha256=sha(emb.float().numpy().tobytes()), qad_source=str(qd.name))
     members['prompts.json'] = json.dumps(prompts).encode()
     tb = io.BytesIO()

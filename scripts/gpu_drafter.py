@@ -13,7 +13,7 @@ Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine)
 bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
 `--train-budget` seconds measured on the first steps, and the steps actually run are recorded.
 """
-import argparse, hashlib, io, json, os, sys, tarfile, time
+import argparse, copy, hashlib, io, json, os, tarfile, time
 from pathlib import Path
 import torch
 
@@ -49,15 +49,15 @@ def assemble(work: Path, manifest: dict):
     log('assembled and converted:', sorted(p.name for p in (work/'smollm2').iterdir()))
 
 # ----------------------------------------------------------------------------------------------------------- models
-def load_models(work: Path, dtype=None):
-    "(BF16 target, INT4 target = the QAD codes x scales with QAD's norms, tokenizer), on the GPU."
+def load_models(work: Path, dtype=None, with_bf16: bool = True):
+    "(BF16 target or None, INT4 target = the QAD codes x scales with QAD's norms, tokenizer), on the GPU; one load from disk."
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from safetensors.torch import load_file
     from effqwen.kernels import w4a16_dequantize
     dtype = dtype or (torch.bfloat16 if DEV == 'cuda' else torch.float32)
     bf16 = AutoModelForCausalLM.from_pretrained(str(work/'smollm2'), dtype=dtype).to(DEV).eval()
     tok = AutoTokenizer.from_pretrained(str(work/'smollm2'))
-    int4 = AutoModelForCausalLM.from_pretrained(str(work/'smollm2'), dtype=dtype).to(DEV).eval()
+    int4 = copy.deepcopy(bf16) if with_bf16 else bf16
     q = load_file(str(work/'bundle'/'qad_int4.safetensors'))
     mods = dict(int4.named_modules()); n_lin = n_norm = 0
     with torch.no_grad():
@@ -71,15 +71,15 @@ def load_models(work: Path, dtype=None):
             if k.endswith('norm.weight'):
                 mods[k[:-len('.weight')]].weight.copy_(v.to(dtype)); n_norm += 1
     log(f'INT4 target: {n_lin} linears from QAD codes x scales, {n_norm} norms')
-    return bf16, int4, tok
+    return (bf16 if with_bf16 else None), int4, tok
 
 # ------------------------------------------------------------------------------------------------------------ train
 def train(work: Path, budget_s: float):
-    from effqwen.core import get_profile, set_determinism
+    from effqwen.core import set_determinism
     from effqwen.regen import generate_texts, pack
     from effqwen.model import chat_prompt
     from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter
-    from effqwen.drafter_opt import drafter_size, pack_features, mask_token_for, clone_drafter, frequent_tokens
+    from effqwen.drafter_opt import pack_features, mask_token_for, clone_drafter, frequent_tokens
     p, S = sizes()
     bf16, int4, tok = load_models(work)
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
@@ -144,14 +144,12 @@ def train(work: Path, budget_s: float):
 
 # ------------------------------------------------------------------------------------------------------------- eval
 def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
-    from effqwen.core import get_profile
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec
-    from effqwen.drafter_opt import drafter_size
     from effqwen.model import greedy_generate, chat_prompt
     from effqwen.specdec import speculative_generate as hf_spec
     p, S = sizes()
-    bf16, int4, tok = load_models(work)
+    _, int4, tok = load_models(work, with_bf16=False)                # eval runs on the INT4 target only
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     st = json.loads((work/'train.json').read_text())
     bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
