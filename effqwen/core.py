@@ -49,6 +49,7 @@ class Profile:
     qad_micro_batch: int = 2
     qad_grad_accum: int = 1
     qad_eval_every: int = 3
+    qad_sweep: tuple = ()         # further learning rates tried next to qad_lr; the lowest validation KL is kept
 
     def __post_init__(self):
         if self.device not in ('cpu', 'cuda', 'auto'): raise ValueError(f"Profile.device={self.device!r}: use 'cpu', 'cuda' or 'auto'")
@@ -61,12 +62,12 @@ PROFILES = {p.name: p for p in [
             eval_seq_len=512, eval_windows=16, eval_batch=4, mc_items=60, n_bootstrap=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             regen_prompts=64, regen_max_new=128, regen_batch=16, pack_len=512, calib_samples=16, calib_seq_len=512,
-            qad_steps=60, qad_lr=3e-4, qad_micro_batch=2, qad_eval_every=10),
+            qad_steps=60, qad_lr=3e-4, qad_sweep=(1e-3, 3e-3), qad_micro_batch=2, qad_eval_every=10),
     Profile('gpu', 'one GPU, <= 30 min: SmolLM2 with larger data; Qwen3.5-4B/9B shapes for speed', model='smollm2',
             device='cuda', dtype='bfloat16', eval_seq_len=512, eval_windows=128, eval_batch=16, mc_items=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             n_bootstrap=1000, regen_prompts=512, regen_max_new=256, regen_batch=64, pack_len=1024,
-            calib_samples=128, calib_seq_len=512, awq_n_grid=20, qad_steps=600, qad_lr=1e-4, qad_micro_batch=8,
+            calib_samples=128, calib_seq_len=512, awq_n_grid=20, qad_steps=600, qad_lr=1e-4, qad_sweep=(3e-5, 3e-4), qad_micro_batch=8,
             qad_eval_every=50),
     Profile('paper', "GPUs, days: real Qwen3.5-4B/9B by --model PATH with the seeds' hyperparameters", model='qwen3.5-4b',
             device='cuda', dtype='bfloat16', eval_seq_len=2048, eval_windows=512, eval_batch=8, mc_items=100_000,

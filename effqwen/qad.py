@@ -165,6 +165,9 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
     if ckpt_dir and (ckpt_dir/'last'/'history.json').exists():
         acc.load_state(str(ckpt_dir/'last'/'state'))
         hist = json.loads((ckpt_dir/'last'/'history.json').read_text()); start = hist['step'][-1] if hist['step'] else 0
+        diff = {k: (v, asdict(cfg).get(k)) for k, v in hist.get('config', {}).items() if k != 'restore_best' and v != asdict(cfg).get(k)}
+        if diff: raise ValueError(f'checkpoint {ckpt_dir} was written with a different QADConfig ' + ', '.join(f'{k}: saved {a} vs now {b}' for k, (a, b) in diff.items())
+                                  + ': resume with the same config, or point ckpt_dir at a new folder')
         log.info('resumed from %s at step %d', ckpt_dir/'last', start)
     if start == 0:
         v = val_kl(acc.unwrap_model(kd), val, cfg.micro_batch); hist['val_step'].append(0); hist['val_kl'].append(v)
