@@ -279,7 +279,8 @@ DRAFTER_SIZES = {
                        eval_prompts=3, eval_long=1, long_tokens=1024, eval_new=32, calib_convs=16, awq_n_grid=10,
                        swa_long_tokens=2400, swa_prompts=1, swa_new=16),
     'gpu': DrafterSize(layers=2, taps=4, steps1=3000, steps2=1000, batch=16, anchors=128, lr=6e-3, lr2=2e-3,   # lr: scripts/drafter_lr_probe.py (1e-3 stalls at unigram)
-                       regen_prompts=512, int4_prompts=512, regen_max_new=256, pack_len=1024, eval_prompts=32, eval_long=16,
+                       # data: scripts/drafter_cpu_probe.py shows the cpu drafter memorising its 12.9K response tokens
+                       regen_prompts=2048, int4_prompts=1024, regen_max_new=256, pack_len=1024, eval_prompts=32, eval_long=16,
                        long_tokens=4096, eval_new=256, calib_convs=128, awq_n_grid=20, swa_long_tokens=6144,
                        swa_prompts=8, swa_new=128),
     'paper': DrafterSize(layers=5, taps=5, steps1=100_000, steps2=20_000, batch=32, anchors=512, lr=1e-3, lr2=1e-4,
