@@ -12,9 +12,9 @@ from .model import chat_prompt
 log = logging.getLogger('effqwen.eval')
 
 # %% auto #0
-__all__ = ['log', 'token_windows', 'kld_ppl', 'bootstrap_ci', 'bootstrap_mean_of_tasks', 'choice_loglikelihoods', 'mc_accuracy',
-           'extract_answer', 'math_accuracy', 'run_humaneval', 'lm_eval_simple', 'eval_windows', 'quality_suite',
-           'model_bytes']
+__all__ = ['log', 'QUANT_METADATA', 'token_windows', 'kld_ppl', 'bootstrap_ci', 'bootstrap_mean_of_tasks',
+           'choice_loglikelihoods', 'mc_accuracy', 'extract_answer', 'math_accuracy', 'run_humaneval', 'lm_eval_simple',
+           'eval_windows', 'quality_suite', 'model_bytes']
 
 # %% ../nbs/04_eval.ipynb #942db2cd
 def token_windows(tokenizer, texts:list[str], seq_len:int=512, # tokens per window
@@ -188,6 +188,10 @@ def quality_suite(model, tokenizer, profile, # a `Profile`
     return out
 
 # %% ../nbs/04_eval.ipynb #ed8df298
+# compressed-tensors keeps a quantized linear's scales / zero points / act-order map as parameters next to its weight;
+# a `bpw` entry already prices the stored format (codes + scales), so counting these again would double-count them
+QUANT_METADATA = ('weight_scale', 'weight_zero_point', 'weight_g_idx', 'weight_global_scale')
+
 def model_bytes(model, bpw:dict|None=None, # linear name -> bits per weight of its stored format
                 default_bits:int=16)->int:
     "Bytes to store `model` when the named linears use `bpw` bits/weight and every other tensor `default_bits`."
@@ -196,6 +200,7 @@ def model_bytes(model, bpw:dict|None=None, # linear name -> bits per weight of i
         for pname, prm in mod.named_parameters(recurse=False):
             if id(prm) in seen: continue
             seen.add(id(prm))
+            if mname in bpw and pname in QUANT_METADATA: continue    # the format's scales/zeros: already in bpw
             b = bpw[mname] if (mname in bpw and pname == 'weight') else default_bits
             bits += prm.numel() * b
     return int(bits // 8)
