@@ -11,7 +11,7 @@ from typing import Callable, Iterable, Sequence
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch import Tensor
 from .bcq import (BCQQuantizer, parse_bcq_scheme, sign_patterns, bcq_fit, bcq_dequant, bcq_codes, expand_scales,
-                         refit_scales_hessian, pack_bcq, unpack_bcq, snap_scales, unsnap_scales, bits_per_weight, output_error)
+                         refit_scales_hessian, pack_bcq, unpack_bcq, snap_scales, unsnap_scales, bits_per_weight, output_error, INITS)
 from .quant import GPTQ, IntQuantizer, QWEN35_IGNORE, select_linears, find_blocks, rtn_quantize
 
 log = logging.getLogger('effqwen.bcq_model')
@@ -243,7 +243,7 @@ class BCQConfig:
 
     def __post_init__(self):
         if self.mode not in ('gptq', 'als', 'greedy'): raise ValueError(f"BCQConfig.mode={self.mode!r}: use 'gptq', 'als' or 'greedy'")
-        if self.init not in ('best', 'greedy', 'uniform'): raise ValueError(f"BCQConfig.init={self.init!r}: use 'best', 'greedy' or 'uniform'")
+        if self.init not in INITS: raise ValueError(f"BCQConfig.init={self.init!r}: use 'best', 'greedy' or 'uniform'")
         if self.snap not in ('hessian', 'nearest'): raise ValueError(f"BCQConfig.snap={self.snap!r}: use 'hessian' or 'nearest'")
 
     @property

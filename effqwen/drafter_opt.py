@@ -274,7 +274,7 @@ class DrafterSize:
 
 DRAFTER_SIZES = {
     'ci': DrafterSize(steps1=8, steps2=4, batch=2, anchors=8),
-    'cpu': DrafterSize(layers=1, taps=3, steps1=480, steps2=60,   # 480: the held-out peak of scripts/drafter_cpu_probe.py (960 memorises)
+    'cpu': DrafterSize(layers=1, taps=3, steps1=480, steps2=60,   # 480: best held-out acc of the 120/480/960-step runs of scripts/drafter_cpu_probe.py
                        batch=4, anchors=16, lr=6e-3, lr2=2e-3,
                        regen_prompts=128, int4_prompts=32, regen_max_new=128, draft_vocab=16384, pack_len=512,
                        eval_prompts=3, eval_long=1, long_tokens=1024, eval_new=32, calib_convs=16, awq_n_grid=10,
