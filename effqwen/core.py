@@ -62,7 +62,7 @@ PROFILES = {p.name: p for p in [
             eval_seq_len=512, eval_windows=16, eval_batch=4, mc_items=60, n_bootstrap=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             regen_prompts=64, regen_max_new=128, regen_batch=16, pack_len=512, calib_samples=16, calib_seq_len=512,
-            qad_steps=60, qad_lr=3e-4, qad_sweep=(1e-3, 3e-3), qad_micro_batch=2, qad_eval_every=10),
+            qad_steps=240, qad_lr=3e-4, qad_sweep=(), qad_micro_batch=2, qad_eval_every=20),   # lr: the 60-step sweep of 3e-4/1e-3/3e-3 (qad.json at a05dcaf) kept 3e-4; its curve was still falling at step 60
     Profile('gpu', 'one GPU, <= 30 min: SmolLM2 with larger data; Qwen3.5-4B/9B shapes for speed', model='smollm2',
             device='cuda', dtype='bfloat16', eval_seq_len=512, eval_windows=128, eval_batch=16, mc_items=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),

@@ -74,21 +74,27 @@ def load_models(work: Path, dtype=None, with_bf16: bool = True):
     return (bf16 if with_bf16 else None), int4, tok
 
 # ------------------------------------------------------------------------------------------------------------ train
-def train(work: Path, budget_s: float):
+def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = False):
+    """budget_s: training seconds wanted; deadline_s: the whole command's seconds (the device's 10-minute limit), so the
+    training budget shrinks by whatever loading and regeneration took."""
+    t_start = time.time()
     from effqwen.core import set_determinism
     from effqwen.regen import generate_texts, pack
     from effqwen.model import chat_prompt
     from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter
     from effqwen.drafter_opt import pack_features, mask_token_for, clone_drafter, frequent_tokens
     p, S = sizes()
-    bf16, int4, tok = load_models(work)
+    from dataclasses import replace
+    S = replace(S, lr=lr or S.lr, lr2=lr2 or S.lr2)
+    if fp32: torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
+    bf16, int4, tok = load_models(work, dtype=torch.float32 if fp32 else None)   # fp32: targets, features and drafters all float32
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     info, data = {}, {}
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         t = time.time()
-        resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=128, seed=p.seed, desc=f'regen {name}')
+        resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=256, seed=p.seed, desc=f'regen {name}')
         conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
         t_regen = time.time() - t; t = time.time()
         pk = pack(conv, tok, S.pack_len)
@@ -107,7 +113,7 @@ def train(work: Path, budget_s: float):
         if dv: m.set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
         return m
     def run(m, d, steps, lr, seed):
-        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda'):
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
             return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
                                  seed=seed, features=d['feats'])
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
@@ -115,6 +121,8 @@ def train(work: Path, budget_s: float):
     t = time.time(); run(fresh(data['bf16'], bf16), data['bf16'], 10, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
     step_s = (time.time() - t) / 10
     want = 2 * S.steps1 + S.steps2
+    budget_s = min(budget_s, deadline_s - (time.time() - t_start) - 40)     # 40 s: held-out accuracy + saving
+    if budget_s < 30: raise RuntimeError(f'only {budget_s:.0f} s left for training: regenerate fewer conversations')
     scale = min(1.0, budget_s / (want * step_s))
     steps1, steps2 = max(1, int(S.steps1 * scale)), max(1, int(S.steps2 * scale))
     log(f'step {step_s * 1e3:.0f} ms: steps1 {steps1} (profile {S.steps1}), steps2 {steps2} (profile {S.steps2})')
@@ -129,13 +137,13 @@ def train(work: Path, budget_s: float):
     acc = {}
     for k, m in dr.items():
         d = data['bf16' if k == 'stage1' else 'int4']; n = len(d['held'][0])
-        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda'):
+        with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
           acc[k] = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
                   (('train', (d['ids'][:n], d['feats'][:n], d['loss_mask'][:n])), ('held_out', d['held']))}
         log(k, {sp: ([round(x, 3) for x in v['acc'][:4]], round(v['tau'], 2)) for sp, v in acc[k].items()})
         save_drafter(m, work/'drafters'/k)
     st = dict(data=info, step_ms=step_s * 1e3, steps=dict(stage1=steps1, stage2=steps2, direct=steps1),
-              profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, drafter=cfg.to_json(),
+              profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, precision='fp32' if fp32 else 'bf16 autocast', drafter=cfg.to_json(),
               sizes={k: v for k, v in S.__dict__.items()},
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
               train_s={k: h.seconds for k, h in hist.items()}, block_accuracy=acc)
@@ -257,13 +265,17 @@ def main():
     ap.add_argument('--work', default='/tmp/xfer')
     ap.add_argument('--manifest', default='.devsite/bundle/manifest.json')
     ap.add_argument('--train-budget', type=float, default=330.0)
+    ap.add_argument('--deadline', type=float, default=560.0)
+    ap.add_argument('--lr', type=float, default=None, help='stage-1 / direct lr (default: the gpu DrafterSize)')
+    ap.add_argument('--lr2', type=float, default=None, help='stage-2 lr (default: the gpu DrafterSize)')
+    ap.add_argument('--fp32', action='store_true', help='train the drafters in float32 (default: bf16 autocast)')
     ap.add_argument('--lossless', type=int, default=100)
     ap.add_argument('--ar-check', type=int, default=4)
     a = ap.parse_args()
     work = Path(a.work); work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
-    elif a.stage == 'train': train(work, a.train_budget)
+    elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, a.fp32)
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
     else: render(Path(a.result))
 
