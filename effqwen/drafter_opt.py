@@ -23,8 +23,8 @@ __all__ = ['log', 'DRAFTER_PTQ', 'DRAFTER_SIZES', 'strided_anchors', 'conversati
            'calibration_passes', 'drafter_group_size', 'drafter_awq_mappings', 'clone_drafter', 'quantize_drafter',
            'layer_hessians', 'save_drafter_compressed', 'attention_cost', 'time_attention', 'replay_acceptance',
            'time_drafter_step', 'frequent_tokens', 'DrafterSize', 'drafter_size', 'drafter_conversations',
-           'drafter_dir', 'load_saved_drafter', 'mask_token_for', 'benchmark_prompts', 'int4_target', 'pack_features',
-           'eval_speculative']
+           'drafter_dir', 'load_saved_drafter', 'mask_token_for', 'benchmark_prompts', 'int4_target', 'int4_target_id',
+           'pack_features', 'eval_speculative']
 
 # %% ../nbs/10_drafter_opt.ipynb #56f28743
 def strided_anchors(response_mask:torch.Tensor, # bool (S,): assistant tokens of one conversation
@@ -370,6 +370,14 @@ def int4_target(profile, bf16, # the profile and its BF16 target (for the ci sta
             w = m.get_submodule(n).weight; w.copy_(fake_quant(w, 4, group_size))
     log.warning('ci: no QAD target from 21_qad in this cache: using an RTN INT4 g%d fake-quant stand-in', group_size)
     return m.eval(), f'RTN INT4 g{group_size} fake-quant stand-in (ci: 21_qad has not run in this cache)'
+
+def int4_target_id(profile, desc:str, # the description `int4_target` returned
+                   group_size:int=32)->str:
+    "Regeneration-cache id of that INT4 target: a QAD target is named by its weights' sha256, so a new 21_qad run never reuses the old target's answers."
+    if not desc.startswith('QAD'): return f'{profile.model}-rtn-g{group_size}-standin'
+    from effqwen.assets import sha256_file
+    from effqwen.qad import qad_target_dir
+    return f"{profile.model}-qad-g{group_size}-{sha256_file(qad_target_dir(profile, group_size)/'model.safetensors')[:12]}"
 
 @torch.no_grad()
 def pack_features(target, input_ids:torch.Tensor, # (N, S) packed chunks
