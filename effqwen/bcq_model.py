@@ -243,7 +243,7 @@ class BCQConfig:
 
     def __post_init__(self):
         if self.mode not in ('gptq', 'als', 'greedy'): raise ValueError(f"BCQConfig.mode={self.mode!r}: use 'gptq', 'als' or 'greedy'")
-        if self.init not in INITS: raise ValueError(f"BCQConfig.init={self.init!r}: use 'best', 'greedy' or 'uniform'")
+        if self.init not in INITS: raise ValueError(f"BCQConfig.init={self.init!r}: use one of {', '.join(map(repr, INITS))}")
         if self.snap not in ('hessian', 'nearest'): raise ValueError(f"BCQConfig.snap={self.snap!r}: use 'hessian' or 'nearest'")
 
     @property
