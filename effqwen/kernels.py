@@ -751,13 +751,82 @@ def _bcq_mv_kernel(
             acc = _bcq_mv_planes(acc, x_ptr, b_ptr, a_ptr, rn, nmask, t, N, K, KW, rw, q0, Q, GROUP, BLOCK_K, G, WPG)
     _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
+# %% ../nbs/15_kernels.ipynb #07020ad8
+@_jit
+def _x_full(ptr, E: tl.constexpr, XBF16: tl.constexpr):
+    "`_x_scaled` without a mask: the tile never runs past K."
+    if XBF16: return ((tl.load(ptr).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
+    else: return tl.load(ptr).to(tl.float32) * (2.0 ** E)
+
+@_jit
+def _w4_mv2_load(w_rows,   # (BLOCK_N, 1, 1) pointers to the rows' first packed word
+                 s_rows,   # (BLOCK_N, 1) pointers to the rows' first scale
+                 x_ptr, t, nmask,
+                 rw,       # (G, WPG) word offsets inside a tile
+                 GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
+                 XBF16: tl.constexpr, EVEN_N: tl.constexpr):
+    "Tile t's words, scales and pre-scaled activations; unmasked when the row block is full."
+    wp = w_rows + (t * (BLOCK_K // 8) + rw)[None, :, :]
+    sp = s_rows + ((t * BLOCK_K + tl.arange(0, G) * (WPG * 8)) // GROUP)[None, :]
+    if EVEN_N:
+        w = tl.load(wp, eviction_policy='evict_first'); s = tl.load(sp)
+    else:
+        w = tl.load(wp, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+        s = tl.load(sp, mask=nmask[:, None], other=0.0)
+    xb = x_ptr + t * BLOCK_K + rw * 8   # slots 2p / 2p+1 after the shifts of `_w4_mv_tile` are columns (0,2) (4,6) (1,3) (5,7)
+    return (w, s, _x_full(xb + 0, 8, XBF16), _x_full(xb + 2, 4, XBF16), _x_full(xb + 4, 8, XBF16), _x_full(xb + 6, 4, XBF16),
+            _x_full(xb + 1, 8, XBF16), _x_full(xb + 3, 4, XBF16), _x_full(xb + 5, 8, XBF16), _x_full(xb + 7, 4, XBF16))
+
+@_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
+def _w4a16_mv2_kernel(
+    x_ptr,        # (K,) activations, contiguous
+    w_ptr,        # (N, K//8) int32 packed weight, *kernel layout*
+    s_ptr,        # (N, K//GROUP) weight_scale
+    y_ptr,        # (N,) output, x's dtype
+    ws_ptr,       # (SPLIT_K, N) float32 split-K workspace
+    lock_ptr,     # (cdiv(N, BLOCK_N),) int32 arrival counters
+    N, K,         # output / input features; K % BLOCK_K == 0
+    KW,           # K // 8 words per weight row
+    SPLIT_K,      # programs per row block along K (consecutive programs of the 1-D grid)
+    MLO, MHI, ONE,          # `_MV_MASKS`
+    GROUP: tl.constexpr,    # input columns per scale
+    BLOCK_N: tl.constexpr,  # output rows per program
+    BLOCK_K: tl.constexpr,  # input columns per tile (a power of two: divides GROUP or is a multiple of it)
+    G: tl.constexpr,        # scale groups per tile: max(BLOCK_K // GROUP, 1)
+    WPG: tl.constexpr,      # words per group and tile: min(BLOCK_K, GROUP) // 8
+    XBF16: tl.constexpr,    # bf16 activations (see `_x_scaled`)
+    EVEN_N: tl.constexpr,   # N % BLOCK_N == 0: no masks
+    TILES: tl.constexpr,    # > 0: exactly this many K tiles per program, unrolled (K tiles = TILES * SPLIT_K);
+                            # 0: a runtime loop over the slice of `_k_range` with the next tile prefetched
+):
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
+    w_rows = w_ptr + rn[:, None, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn[:, None].to(tl.int64) * (K // GROUP)
+    acc = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+    if TILES > 0:
+        for i in tl.static_range(TILES):
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_load(w_rows, s_rows, x_ptr, pid_k * TILES + i, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, EVEN_N)
+            acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+    else:
+        t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+        last = tl.maximum(t1 - 1, 0)   # an empty slice (more splits than tiles) loads a valid tile and adds nothing
+        w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_load(w_rows, s_rows, x_ptr, tl.minimum(t0, last), nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, EVEN_N)
+        for t in range(t0, t1):
+            wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3 = _w4_mv2_load(w_rows, s_rows, x_ptr, tl.minimum(t + 1, last), nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, EVEN_N)
+            acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3
+    _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
 # %% ../nbs/15_kernels.ipynb #fe9df1a7
 @dataclass(frozen=True)
 class KernelConfig:
     "Which kernel runs a quantized matmul, and its meta-parameters."
     kernel: str = 'gemv'   # compressed-tensors layout: 'gemv' (M = 1), 'gemm' (swap-AB tl.dot, M <= 64);
-                           # kernel layout: 'mv' (CUDA-core mat-vec, M = 1), 'tc' (tensor cores, inline-PTX unpacking,
-                           # M <= 64); either: 'dequant' (-> cuBLAS)
+                           # kernel layout: 'mv' (CUDA-core mat-vec, M = 1), 'mv2' (W4A16 only: unmasked mat-vec,
+                           # num_stages 1 = K tiles unrolled, 2 = prefetching loop), 'tc' (tensor cores, inline-PTX
+                           # unpacking, M <= 64); either: 'dequant' (-> cuBLAS)
     block_n: int = 32      # output features per program
     block_k: int = 256     # input columns per step
     split_k: int = 1       # programs per output tile along K
@@ -769,6 +838,9 @@ _TUNED: dict = {}   # (fmt, kernel layout?, M bucket, N, K, group, dtype) -> Ker
 # activations, group 128, weights in the kernel layout) at the Qwen3.5 4B/9B linear shapes:
 # (fmt, M bucket, N, K) -> (kernel, block_n, block_k, split_k, warps, stages).
 # `_config_for` uses them on CUDA when `tune` has not run for the shape; other shapes get `_default_config`.
+# The three 'mv2' entries (4B gate/up 9216x2560, q_proj/in_proj_qkv 8192x2560, in_proj_z 4096x2560 at M = 1) come
+# from the kernel sweep (`scripts/kernel_sweep.py --final`, `_runs/kernel_sweep/run4_final`), which timed them against
+# the 'mv' entries they replace in the same run.
 _H200_TABLE = {
     ('bcq', 1, 1024, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 1, 1024, 4096): ('mv', 32, 512, 8, 4, 1),
     ('bcq', 1, 12288, 4096): ('mv', 32, 512, 1, 4, 1), ('bcq', 1, 248320, 2560): ('mv', 32, 512, 1, 4, 1),
@@ -787,9 +859,9 @@ _H200_TABLE = {
     ('w4a16', 1, 12288, 4096): ('mv', 128, 256, 8, 4, 1), ('w4a16', 1, 248320, 2560): ('mv', 128, 256, 1, 4, 1),
     ('w4a16', 1, 248320, 4096): ('mv', 128, 256, 1, 4, 1), ('w4a16', 1, 2560, 4096): ('mv', 64, 256, 8, 4, 1),
     ('w4a16', 1, 2560, 9216): ('mv', 128, 256, 18, 4, 1), ('w4a16', 1, 4096, 12288): ('mv', 128, 128, 17, 4, 1),
-    ('w4a16', 1, 4096, 2560): ('mv', 128, 256, 10, 4, 1), ('w4a16', 1, 4096, 4096): ('mv', 128, 128, 16, 4, 1),
-    ('w4a16', 1, 8192, 2560): ('mv', 128, 128, 5, 4, 1), ('w4a16', 1, 8192, 4096): ('mv', 128, 128, 9, 4, 1),
-    ('w4a16', 1, 9216, 2560): ('mv', 128, 256, 5, 4, 1), ('w4a16', 16, 1024, 2560): ('tc', 64, 128, 8, 4, 3),
+    ('w4a16', 1, 4096, 2560): ('mv2', 16, 512, 1, 2, 2), ('w4a16', 1, 4096, 4096): ('mv', 128, 128, 16, 4, 1),
+    ('w4a16', 1, 8192, 2560): ('mv2', 16, 512, 1, 2, 2), ('w4a16', 1, 8192, 4096): ('mv', 128, 128, 9, 4, 1),
+    ('w4a16', 1, 9216, 2560): ('mv2', 128, 256, 10, 4, 1), ('w4a16', 16, 1024, 2560): ('tc', 64, 128, 8, 4, 3),
     ('w4a16', 16, 1024, 4096): ('tc', 64, 128, 8, 4, 3), ('w4a16', 16, 12288, 4096): ('tc', 64, 128, 2, 4, 4),
     ('w4a16', 16, 248320, 2560): ('tc', 64, 64, 1, 4, 3), ('w4a16', 16, 248320, 4096): ('tc', 64, 64, 1, 4, 3),
     ('w4a16', 16, 2560, 4096): ('tc', 64, 128, 8, 4, 4), ('w4a16', 16, 2560, 9216): ('tc', 64, 128, 8, 4, 4),
@@ -833,9 +905,10 @@ def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=Fal
 
 def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
     if config is not None:
-        if (config.kernel in ('tc', 'mv')) != kl and config.kernel != 'dequant':
+        if (config.kernel in ('tc', 'mv', 'mv2')) != kl and config.kernel != 'dequant':
             raise ValueError(f"config kernel {config.kernel!r} reads the {'compressed-tensors' if kl else 'kernel'} layout but the weight "
-                             f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'mv/tc' if kl else 'gemv/gemm'} or 'dequant'")
+                             f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'mv/tc (W4A16 also mv2)' if kl else 'gemv/gemm'} or 'dequant'")
+        if config.kernel == 'mv2' and fmt != 'w4a16': raise ValueError("config kernel 'mv2' is W4A16 only: use 'mv' for BCQ")
         return config
     cfg = _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype)))
     if cfg is None and kl and group == 128 and device.type == 'cuda' and (t := _H200_TABLE.get((fmt, _m_bucket(M), N, K))):
@@ -891,7 +964,7 @@ def _store_dtype(dtype):
     return torch.float32 if _INTERPRET else dtype
 
 def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
-    "Run the gemv/gemm/mv/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
+    "Run the gemv/gemm/mv/mv2/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
     y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
     if M == 0 or N == 0: return y.to(x.dtype)
     gemm = cfg.kernel in ('gemm', 'tc')
@@ -911,6 +984,12 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
         if fmt == 'w4a16': _w4a16_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
                                                          XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=int(cfg.num_stages == 2), **meta)
         else: _bcq_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 32, cfg.split_k, Q=Q, **meta)
+    elif cfg.kernel == 'mv2':   # unrolled when each program gets 1-2 whole tiles and num_stages == 1, else the prefetching loop
+        k_tiles = K // bk
+        tiles = k_tiles // cfg.split_k if cfg.num_stages == 1 and k_tiles % cfg.split_k == 0 and k_tiles // cfg.split_k <= 2 else 0
+        meta.update(num_stages=1, G=max(bk // group, 1), WPG=min(bk, group) // 8)
+        _w4a16_mv2_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
+                                                XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, EVEN_N=N % cfg.block_n == 0, TILES=tiles, **meta)
     elif cfg.kernel == 'tc':
         meta.update(ASM=not _INTERPRET, F16=x.dtype == torch.float16)
         if fmt == 'w4a16': _w4a16_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta)
@@ -1142,6 +1221,11 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096)->li
                   (32, 512, 4, 3), (128, 256, 8, 3)] if fmt == 'w4a16' else
                  [(64, 512, 8, 1), (32, 512, 4, 1), (64, 256, 4, 1), (64, 128, 8, 1), (64, 256, 4, 3), (32, 512, 4, 3)])]
         base += [KernelConfig('tc', 64, 128, 1, 4, 3)]
+        if fmt == 'w4a16':   # mv2: one unrolled tile per program (split = K tiles), or whole rows in a prefetching loop
+            kt = lambda bk: K // _fit_block_k(bk, K, group, False)
+            base += [KernelConfig('mv2', 128, 256, kt(256), 4, 1), KernelConfig('mv2', 64, 256, kt(256), 4, 1),
+                     KernelConfig('mv2', 128, 128, max(kt(128) // 2, 1), 4, 1)]
+            base += [KernelConfig('mv2', bn, 512, sp, 2, 2) for bn in (16, 32) for sp in (1, 2)]
     elif kl:
         if M > 64: return [KernelConfig('dequant', 64, 128)]
         base = [KernelConfig('tc', bn, bk, 1, nw, st) for bn, bk, nw, st in   # (num_stages 1: register prefetch only)
@@ -1161,6 +1245,9 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096)->li
     k_tiles_of = lambda c: K // _fit_block_k(c.block_k, K, group, c.kernel in ('gemm', 'tc'))
     for c in base:
         if c.kernel == 'gemm' and (fmt == 'bcq' and c.block_k < 32): continue
+        if c.kernel == 'mv2':
+            if c.split_k <= k_tiles_of(c): out.append(c)
+            continue
         splits = _mv_splits(k_tiles_of(c), -(-N // c.block_n)) if c.kernel == 'mv' else (1, 2, 4, 8)
         out += [replace(c, split_k=s) for s in splits if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
     t = _H200_TABLE.get((fmt, _m_bucket(M), N, K)) if kl and group == 128 else None

@@ -1,0 +1,607 @@
+#!/usr/bin/env python3
+"""Issue 7 kernel sweep: candidate W4A16 / BCQ mat-vec kernels against the current ones, cuBLAS bf16 and tinygemm.
+
+GPU:  PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT [--budget 190]           (exploration, last round's list)
+      PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT --final                   (validation of the library dispatch)
+CPU:  PYTHONPATH=. python3 scripts/kernel_sweep.py --cpu      (TRITON_INTERPRET=1, tiny shapes, correctness only)
+
+Every candidate is checked against the dequantized float32 reference (marlin's mean relative error < 1e-3) before
+it is timed; timing is `effqwen.kernels._bench` (CUDA-graph replay of 10 x (256 MB L2 flush, call) minus the
+flushes; median). Candidates are compiled (and checked) in parallel worker processes first, so the main process
+only times. Results go to `<out>/kernel_sweep.json`, rewritten after every shape.
+
+History (results in `_runs/kernel_sweep/run*`): run1 timed `_w4_mv_v2` with 1-10 unrolled tiles and 16-byte
+activation loads, the mantissa-trick BCQ kernel `_bcq_mv_v2` and wider `mv`/`tc` config grids; run2 the tiled
+weight layout (`to_blocked`, `_w4_tc_v3`) and the load-only floors with / without the split-K reduction; run3 the
+prefetching loop (`TILES == 0`) with whole rows per program and small-row tensor-core configs (the `candidates`
+list below); run4 (`--final`) the library's `mv2` dispatch. Earlier rounds' candidate lists were replaced by later
+ones; their kernels are kept here.
+"""
+import argparse, json, os, sys, time, traceback
+import torch
+
+CPU = not torch.cuda.is_available()
+if CPU: os.environ.setdefault('TRITON_INTERPRET', '1')
+import triton, triton.language as tl
+import torch.nn.functional as F
+from effqwen import kernels as Kn
+from effqwen.kernels import _w4_mv_tile, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
+from effqwen.core import rel_error
+
+INTERP = os.environ.get('TRITON_INTERPRET', '0') == '1'
+
+# ----------------------------------------------------------------------------------------------------------------
+# candidate kernels
+
+@triton.jit
+def _xs(ptr, E: tl.constexpr, XBF16: tl.constexpr):
+    "Unmasked activation load times 2**E as float32 (bf16: bits shifted up plus E in the exponent, one IMAD)."
+    if XBF16: return ((tl.load(ptr).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
+    else: return tl.load(ptr).to(tl.float32) * (2.0 ** E)
+
+@triton.jit
+def _xsc(v, E: tl.constexpr, XBF16: tl.constexpr):
+    "Already-loaded activations (int32 raw fp32 bits if XBF16 else float32) times 2**E."
+    if XBF16: return (v + (E << 23)).to(tl.float32, bitcast=True)
+    else: return v * (2.0 ** E)
+
+@triton.jit
+def _ld(w_rows, s_rows, x_ptr, t, nmask, rw, sg, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, WPG: tl.constexpr,
+        XBF16: tl.constexpr, EVEN_N: tl.constexpr):
+    "Tile t's words, scales and pre-scaled activations (standard layout)."
+    wp = w_rows + (t * (BLOCK_K // 8) + rw)[None, :, :]
+    sp = s_rows + ((t * BLOCK_K + sg * (WPG * 8)) // GROUP)[None, :]
+    if EVEN_N:
+        w = tl.load(wp, eviction_policy='evict_first'); s = tl.load(sp)
+    else:
+        w = tl.load(wp, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+        s = tl.load(sp, mask=nmask[:, None], other=0.0)
+    xb = x_ptr + t * BLOCK_K + rw * 8
+    return (w, s, _xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
+            _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16))
+
+@triton.jit
+def _w4_mv_v2(
+    x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr,
+    N, K, KW, SPLIT_K, MLO, MHI, ONE,
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
+    TILES: tl.constexpr,     # K tiles per program, unrolled (split = K tiles / TILES exactly)
+    XBF16: tl.constexpr, EVEN_N: tl.constexpr,
+    XVEC: tl.constexpr,      # activations as one 16-byte load per word column, split in registers
+    LOADONLY: tl.constexpr,  # diagnostic: same loads, trivial compute (result is garbage)
+    BLOCKED: tl.constexpr = False,  # weight in the tiled layout [N/BLOCK_N][K/BLOCK_K][BLOCK_N][BLOCK_K/8]
+    EPI: tl.constexpr = True,       # False (diagnostic): store the partial, no split-K reduction
+    PREFETCH: tl.constexpr = False, # with TILES == 0: register double-buffering
+):
+    pid = tl.program_id(0)
+    pid_n, pid_k = pid // SPLIT_K, pid % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
+    sg = tl.arange(0, G)
+    if BLOCKED: w_rows = w_ptr + pid_n.to(tl.int64) * BLOCK_N * KW + tl.arange(0, BLOCK_N)[:, None, None] * (BLOCK_K // 8)
+    else: w_rows = w_ptr + rn[:, None, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn[:, None].to(tl.int64) * (K // GROUP)
+    acc = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+    if TILES == 0:   # runtime loop over this split's K tiles; PREFETCH: the next tile's loads are issued before this one's math
+        t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+        w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _ld(w_rows, s_rows, x_ptr, t0, nmask, rw, sg, GROUP, BLOCK_K, WPG, XBF16, EVEN_N)
+        for t in range(t0, t1):
+            if PREFETCH:
+                tn = tl.minimum(t + 1, t1 - 1)
+                wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3 = _ld(w_rows, s_rows, x_ptr, tn, nmask, rw, sg, GROUP, BLOCK_K, WPG, XBF16, EVEN_N)
+                acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+                w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3
+            else:
+                w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _ld(w_rows, s_rows, x_ptr, t, nmask, rw, sg, GROUP, BLOCK_K, WPG, XBF16, EVEN_N)
+                acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+    for i in tl.static_range(TILES):
+        t = pid_k * TILES + i
+        if BLOCKED: wp = w_rows + (t * (BLOCK_N * BLOCK_K // 8) + rw)[None, :, :]
+        else: wp = w_rows + (t * (BLOCK_K // 8) + rw)[None, :, :]
+        sp = s_rows + ((t * BLOCK_K + sg * (WPG * 8)) // GROUP)[None, :]
+        if EVEN_N:
+            w = tl.load(wp, eviction_policy='evict_first'); s = tl.load(sp)
+        else:
+            w = tl.load(wp, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+            s = tl.load(sp, mask=nmask[:, None], other=0.0)
+        if LOADONLY:
+            acc += ((w & 0x7FFF) | ONE).to(tl.float32, bitcast=True) * s.to(tl.float32)[:, :, None]
+        else:
+            xb = x_ptr + t * BLOCK_K + rw * 8
+            if XVEC:
+                xv = tl.load(xb[:, :, None] + tl.arange(0, 8)[None, None, :])          # (G, WPG, 8)
+                if XBF16: xv = xv.to(tl.int16, bitcast=True).to(tl.int32) << 16
+                else: xv = xv.to(tl.float32)
+                ev, od = tl.split(tl.reshape(xv, (G, WPG, 4, 2)))                       # cols 0,2,4,6 / 1,3,5,7
+                e04, e26 = tl.split(tl.reshape(ev, (G, WPG, 2, 2)))
+                o15, o37 = tl.split(tl.reshape(od, (G, WPG, 2, 2)))
+                x0, x4 = tl.split(e04); x2, x6 = tl.split(e26); x1, x5 = tl.split(o15); x3, x7 = tl.split(o37)
+                xe0 = _xsc(x0, 8, XBF16); xo0 = _xsc(x2, 4, XBF16); xe1 = _xsc(x4, 8, XBF16); xo1 = _xsc(x6, 4, XBF16)
+                xe2 = _xsc(x1, 8, XBF16); xo2 = _xsc(x3, 4, XBF16); xe3 = _xsc(x5, 8, XBF16); xo3 = _xsc(x7, 4, XBF16)
+            else:
+                xe0 = _xs(xb + 0, 8, XBF16); xo0 = _xs(xb + 2, 4, XBF16)
+                xe1 = _xs(xb + 4, 8, XBF16); xo1 = _xs(xb + 6, 4, XBF16)
+                xe2 = _xs(xb + 1, 8, XBF16); xo2 = _xs(xb + 3, 4, XBF16)
+                xe3 = _xs(xb + 5, 8, XBF16); xo3 = _xs(xb + 7, 4, XBF16)
+            acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
+    if EPI: _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+    else: tl.store(ws_ptr + pid_k * N + rn, tl.sum(tl.sum(acc, axis=2), axis=1), mask=nmask)
+
+
+@triton.jit
+def _w4_tc_v3(
+    x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, M, N, K, KW, SPLIT_K,
+    GROUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    ASM: tl.constexpr, F16: tl.constexpr, DOT_F32: tl.constexpr,
+    STAGES: tl.constexpr,
+):
+    "The tensor-core kernel on the tiled layout [N/BLOCK_N][K/BLOCK_K][BLOCK_N][BLOCK_K/8] (N % BLOCK_N == 0)."
+    pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M); mmask = rm < M
+    rk = tl.arange(0, BLOCK_K)
+    if ASM: wc = tl.arange(0, BLOCK_K // 8)
+    else: wc = tl.arange(0, BLOCK_K) // 8   # the interpreter's unpacking wants one word per column
+    tile0 = w_ptr + pid_n.to(tl.int64) * BLOCK_N * KW + tl.arange(0, BLOCK_N)[:, None] * (BLOCK_K // 8) + wc[None, :]
+    s_rows = s_ptr + rn.to(tl.int64) * (K // GROUP)
+    x_cols = x_ptr + rm[None, :].to(tl.int64) * K
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for t in tl.range(t0, t1, num_stages=STAGES):
+        k0 = t * BLOCK_K
+        w = tl.load(tile0 + t * (BLOCK_N * BLOCK_K // 8))
+        xt = tl.load(x_cols + (k0 + rk)[:, None], mask=mmask[None, :], other=0.0)
+        s = tl.load(s_rows + k0 // GROUP).to(tl.float32)
+        c = _w4_codes(w, BLOCK_N, BLOCK_K, ASM, F16)
+        if DOT_F32: part = tl.dot(c.to(tl.float32), xt.to(tl.float32), input_precision='ieee')
+        else: part = tl.dot(c, xt)
+        acc += s[:, None] * part
+    offs = rm[None, :] * N + rn[:, None]
+    _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
+                     pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
+
+
+def to_blocked(w, bn, bk):
+    "(N, K/8) words -> tiled [N/bn][K/bk][bn][bk/8], flattened back to (N, K/8)."
+    N, KW = w.shape
+    return w.view(N // bn, bn, KW // (bk // 8), bk // 8).permute(0, 2, 1, 3).contiguous().view(N, KW)
+
+
+@triton.jit
+def _bit_fma(v, p: tl.constexpr, xsc, acc, ONE):
+    "acc + (1 + bit·2**(p-23))·x' : one LOP3 and one FFMA per bit (x' = x·2**(23-p), so the product is x' + bit·x)."
+    return tl.fma(((v & (1 << p)) | ONE).to(tl.float32, bitcast=True), xsc, acc)
+
+@triton.jit
+def _bcq_mv_v2(
+    x_ptr, b_ptr, a_ptr, y_ptr, ws_ptr, lock_ptr,
+    N, K, KW, SPLIT_K, ONE,
+    Q: tl.constexpr,         # planes, 1..4
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
+    TILES: tl.constexpr, XBF16: tl.constexpr, EVEN_N: tl.constexpr,
+):
+    "BCQ mat-vec, mantissa trick: Σ_{bit set} x via one LOP3 + one FFMA per bit and plane (kernel layout: bit i+16e = column 2i+e)."
+    pid = tl.program_id(0)
+    pid_n, pid_k = pid // SPLIT_K, pid % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
+    sg = tl.arange(0, G)
+    acc = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+    for i in tl.static_range(TILES):
+        t = pid_k * TILES + i
+        r0 = rn.to(tl.int64)
+        bo = (t * (BLOCK_K // 32) + rw)[None, :, :]
+        ao = ((t * BLOCK_K + sg * (WPG * 32)) // GROUP)[None, :]
+        if EVEN_N:
+            b0 = tl.load(b_ptr + r0[:, None, None] * KW + bo, eviction_policy='evict_first')
+            al0 = tl.load(a_ptr + r0[:, None] * (K // GROUP) + ao)
+        else:
+            b0 = tl.load(b_ptr + r0[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+            al0 = tl.load(a_ptr + r0[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+        if Q > 1:
+            r1 = r0 + N
+            if EVEN_N:
+                b1 = tl.load(b_ptr + r1[:, None, None] * KW + bo, eviction_policy='evict_first')
+                al1 = tl.load(a_ptr + r1[:, None] * (K // GROUP) + ao)
+            else:
+                b1 = tl.load(b_ptr + r1[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+                al1 = tl.load(a_ptr + r1[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+        if Q > 2:
+            r2 = r0 + 2 * N
+            if EVEN_N:
+                b2 = tl.load(b_ptr + r2[:, None, None] * KW + bo, eviction_policy='evict_first')
+                al2 = tl.load(a_ptr + r2[:, None] * (K // GROUP) + ao)
+            else:
+                b2 = tl.load(b_ptr + r2[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+                al2 = tl.load(a_ptr + r2[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+        if Q > 3:
+            r3 = r0 + 3 * N
+            if EVEN_N:
+                b3 = tl.load(b_ptr + r3[:, None, None] * KW + bo, eviction_policy='evict_first')
+                al3 = tl.load(a_ptr + r3[:, None] * (K // GROUP) + ao)
+            else:
+                b3 = tl.load(b_ptr + r3[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+                al3 = tl.load(a_ptr + r3[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+        xb = x_ptr + t * BLOCK_K + rw * 32
+        xs = tl.zeros((G, WPG), dtype=tl.float32)    # Σ x
+        xsc = tl.zeros((G, WPG), dtype=tl.float32)   # Σ x' (what the FFMAs add on top of the bit sums)
+        s0 = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+        s1 = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+        s2 = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+        s3 = tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32)
+        for r in tl.static_range(4):            # shift group r holds word bits 8r .. 8r+7 at mantissa bits 15..22
+            if r == 0:
+                v0 = b0 << 15
+                if Q > 1: v1 = b1 << 15
+                if Q > 2: v2 = b2 << 15
+                if Q > 3: v3 = b3 << 15
+            elif r == 1:
+                v0 = b0 << 7
+                if Q > 1: v1 = b1 << 7
+                if Q > 2: v2 = b2 << 7
+                if Q > 3: v3 = b3 << 7
+            elif r == 2:
+                v0 = b0 >> 1
+                if Q > 1: v1 = b1 >> 1
+                if Q > 2: v2 = b2 >> 1
+                if Q > 3: v3 = b3 >> 1
+            else:
+                v0 = b0 >> 9
+                if Q > 1: v1 = b1 >> 9
+                if Q > 2: v2 = b2 >> 9
+                if Q > 3: v3 = b3 >> 9
+            for j in tl.static_range(8):
+                bi = 8 * r + j                    # word bit
+                col = 2 * (bi % 16) + bi // 16    # its column
+                xraw = tl.load(xb + col)
+                if XBF16:
+                    xbits = xraw.to(tl.int16, bitcast=True).to(tl.int32) << 16
+                    xsj = (xbits + ((8 - j) << 23)).to(tl.float32, bitcast=True)
+                    xs += xbits.to(tl.float32, bitcast=True)
+                else:
+                    xf = xraw.to(tl.float32)
+                    xsj = xf * (2.0 ** (8 - j))
+                    xs += xf
+                xsc += xsj
+                xq = xsj[None, :, :]
+                s0 = _bit_fma(v0, 15 + j, xq, s0, ONE)
+                if Q > 1: s1 = _bit_fma(v1, 15 + j, xq, s1, ONE)
+                if Q > 2: s2 = _bit_fma(v2, 15 + j, xq, s2, ONE)
+                if Q > 3: s3 = _bit_fma(v3, 15 + j, xq, s3, ONE)
+        base = (2.0 * xsc + xs)[None, :, :]    # Σ±x = 2 Σ_{bit} x − Σ x = 2 (s − Σx') − Σx
+        acc += (2.0 * s0 - base) * al0.to(tl.float32)[:, :, None]
+        if Q > 1: acc += (2.0 * s1 - base) * al1.to(tl.float32)[:, :, None]
+        if Q > 2: acc += (2.0 * s2 - base) * al2.to(tl.float32)[:, :, None]
+        if Q > 3: acc += (2.0 * s3 - base) * al3.to(tl.float32)[:, :, None]
+    _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+
+@triton.jit
+def _empty(p): pass
+
+@triton.jit
+def _readsum(p, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+    pid = tl.program_id(0); acc = tl.zeros((BLOCK,), tl.int32)
+    for i in tl.static_range(ITERS):
+        o = (pid * ITERS + i) * BLOCK + tl.arange(0, BLOCK)
+        acc ^= tl.load(p + o, mask=o < n_words, other=0)
+    tl.store(out + pid, tl.sum(acc, 0))
+
+# ----------------------------------------------------------------------------------------------------------------
+# launchers
+
+def _bufs(split, M, N, dev, bn):
+    ws = torch.empty(split, M, N, dtype=torch.float32, device=dev) if split > 1 else None
+    return ws, Kn._locks(dev, -(-N // bn))
+
+def w4_v2(x, w, s, bn, bk, tiles, nw, xvec=0, loadonly=0, blocked=0, epi=1, prefetch=0, split=1):
+    "tiles > 0: that many unrolled K tiles per program (split = K tiles / tiles); tiles == 0: runtime loop, `split` programs per row block."
+    M, K = x.shape; N = w.shape[0]; group = K // s.shape[1]
+    k_tiles = K // bk
+    if K % bk or (tiles and k_tiles % tiles): raise ValueError('bad tiling')
+    if tiles: split = k_tiles // tiles
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _w4_mv_v2[(-(-N // bn) * split,)](x, w, s, y, ws if ws is not None else y, locks, N, K, K // 8, split, *Kn._MV_MASKS,
+        GROUP=group, BLOCK_N=bn, BLOCK_K=bk, G=max(bk // group, 1), WPG=min(bk, group) // 8, TILES=tiles,
+        XBF16=x.dtype == torch.bfloat16 and not INTERP, EVEN_N=N % bn == 0, XVEC=bool(xvec), LOADONLY=bool(loadonly),
+        BLOCKED=bool(blocked), EPI=bool(epi), PREFETCH=bool(prefetch), num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
+def w4_tc3(x, w, s, bn, bk, split, nw, st):
+    M, K = x.shape; N = w.shape[0]; group = K // s.shape[1]
+    if N % bn or K % bk or group % bk: raise ValueError('bad tiling')
+    bm = max(16, min(64, triton.next_power_of_2(M)))
+    y = torch.empty(M, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws = torch.empty(split, M, N, dtype=torch.float32, device=x.device) if split > 1 else y
+    grid = (N // bn, split, triton.cdiv(M, bm))
+    locks = Kn._locks(x.device, grid[0] * grid[2])
+    _w4_tc_v3[grid](x, w, s, y, ws, locks, M, N, K, K // 8, split, GROUP=group, BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk,
+                    ASM=not INTERP, F16=x.dtype == torch.float16, DOT_F32=INTERP or x.dtype == torch.float32, STAGES=st,
+                    num_warps=nw, num_stages=st)
+    return y.to(x.dtype)
+
+def bcq_v2(x, b, a, bn, bk, tiles, nw):
+    M, K = x.shape; Q, N = b.shape[:2]; group = K // a.shape[2]
+    k_tiles = K // bk
+    if K % bk or k_tiles % tiles: raise ValueError('bad tiling')
+    split = k_tiles // tiles
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _bcq_mv_v2[(-(-N // bn) * split,)](x, b, a, y, ws if ws is not None else y, locks, N, K, K // 32, split, Kn._MV_MASKS[2],
+        Q=Q, GROUP=group, BLOCK_N=bn, BLOCK_K=bk, G=max(bk // group, 1), WPG=min(bk, group) // 32, TILES=tiles,
+        XBF16=x.dtype == torch.bfloat16 and not INTERP, EVEN_N=N % bn == 0, num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
+# ----------------------------------------------------------------------------------------------------------------
+# data and candidates
+
+_DATA: dict = {}
+
+def make_data(N, K, M, dev, dt, group=128, Q=3, seed=0):
+    "Random operands (same seed in every process); cached per process."
+    key = (N, K, M, str(dev), dt)
+    if key in _DATA: return _DATA[key]
+    g = torch.Generator(device=dev).manual_seed(seed)
+    codes = torch.randint(-8, 8, (N, K), generator=g, device=dev)
+    w4 = Kn.pack_int4(codes); del codes
+    s4 = (torch.rand(N, K // group, generator=g, device=dev) * 0.01 + 1e-3).to(dt)
+    b = Kn.pack_sign_words(torch.randint(0, 2, (Q, N, K), generator=g, device=dev, dtype=torch.int8) * 2 - 1)
+    a = ((torch.rand(Q, N, K // group, generator=g, device=dev) * 0.01) / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(dt)
+    x = torch.randn(M, K, generator=g, device=dev).to(dt)
+    _DATA.clear()
+    _DATA[key] = d = dict(x=x, w4=w4, w4k=Kn.w4a16_to_kernel_layout(w4), s4=s4, b=b, bk=Kn.bcq_to_kernel_layout(b), a=a)
+    return d
+
+def _blk(d, bn, bk):
+    "The kernel-layout weight in the tiled layout for (bn, bk), cached in d."
+    key = ('blk', bn, bk)
+    if key not in d: d[key] = to_blocked(d['w4k'], bn, bk)
+    return d[key]
+
+def candidates(N, K, M, cpu=False):
+    "[(name, family, fmt, fn(d) -> callable)]; fmt in w4a16 / bcq / none (no correctness check)."
+    C = []
+    add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
+    kt = lambda bk: K // bk if K % bk == 0 else 0
+    if not cpu:
+        add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+        add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
+    add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
+    add('bcq3 current', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
+    if M == 1:
+        add('v2 128x256 t1 w4', 'w4_v2', 'w4a16', lambda d: (lambda: w4_v2(d['x'], d['w4k'], d['s4'], 128, 256, 1, 4)))
+        loop = ([(bn, bk, nw, pf, sp) for bn, bk in [(16, 512), (32, 256), (32, 512), (64, 256), (16, 256), (64, 512)] for nw in (2, 4) for pf in (0, 1) for sp in (1, 2)
+                 if not (bn == 64 and nw == 2) and (sp == 1 or N <= 4096)]) if not cpu else [(16, 128, 4, 0, 1), (16, 128, 4, 1, 2), (32, 256, 2, 1, 1)]
+        for bn, bk, nw, pf, sp in loop:
+            if kt(bk) and sp <= kt(bk):
+                add(f"loop {bn}x{bk} w{nw} sk{sp}" + (' pf' if pf else ''), 'w4_loop', 'w4a16',
+                    lambda d, a=(bn, bk, nw, pf, sp): (lambda: w4_v2(d['x'], d['w4k'], d['s4'], a[0], a[1], 0, a[2], 0, 0, 0, 1, a[3], a[4])))
+        mv = [(bn, bk, nw, st) for bn, bk in [(32, 512), (32, 256), (64, 256), (16, 512)] for nw in (4,) for st in (1, 2, 3)] if not cpu else [(16, 128, 4, 2)]
+        for bn, bk, nw, st in mv:
+            if kt(bk):
+                c = KernelConfig('mv', bn, bk, 1, nw, st)
+                add(f'mv {bn}x{bk} sk1 w{nw} st{st}', 'w4_mv_sk1', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+        for bn, bk, sp, nw in ([(32, 512, 1, 4), (16, 512, 1, 4), (64, 256, 1, 4), (32, 256, 1, 4), (64, 512, 1, 8), (32, 512, 2, 4), (16, 512, 1, 2)] if not cpu else [(16, 128, 1, 4)]):
+            if kt(bk):
+                c = KernelConfig('mv', bn, bk, sp, nw, 1)
+                add(f'bcq mv {bn}x{bk} sk{sp} w{nw}', 'bcq_mv_sk1', 'bcq', lambda d, c=c: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], config=c, kernel_layout=True)))
+        if not cpu and (N, K) == (9216, 2560):
+            for bn, bk, nw in [(32, 512, 4), (16, 512, 2), (32, 256, 2)]:
+                add(f"loadonly loop {bn}x{bk} w{nw} sk1", 'floor', 'none', lambda d, a=(bn, bk, nw): (lambda: w4_v2(d['x'], d['w4k'], d['s4'], a[0], a[1], 0, a[2], 0, 1, 0, 1, 1, 1)))
+    else:   # M = 16: tensor-core kernels with small row blocks (no / little split-K), standard and tiled layouts
+        for bn, bk, nw, st, sp in ([(64, 64, 4, 4, 4)] + [(bn, bk, nw, st, sp) for bn in (16, 32) for bk in (64, 128) for nw in (2, 4) for st in (3, 4) for sp in (1, 2)]
+                                   if not cpu else [(16, 64, 4, 1, 2)]):
+            if kt(bk) and sp <= kt(bk):
+                c = KernelConfig('tc', bn, bk, sp, nw, st)
+                add(f'tc {bn}x{bk} sk{sp} w{nw} st{st}', 'w4_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+        for bn, bk, nw, st, sp in ([(64, 64, 4, 4, 4), (32, 64, 4, 3, 1), (32, 128, 4, 3, 1), (16, 128, 4, 3, 1), (32, 64, 4, 4, 2)] if not cpu else [(16, 32, 4, 2, 1)]):
+            if kt(bk) and sp <= kt(bk) and N % bn == 0:
+                add(f'tc3 {bn}x{bk} sk{sp} w{nw} st{st} blocked', 'w4_tc3', 'w4a16',
+                    lambda d, a=(bn, bk, sp, nw, st): (lambda w=_blk(d, a[0], a[1]): (lambda: w4_tc3(d['x'], w, d['s4'], *a)))())
+    return C
+
+PREV_TABLE = {(9216, 2560): KernelConfig('mv', 128, 256, 5, 4, 1), (4096, 2560): KernelConfig('mv', 128, 256, 10, 4, 1)}   # before mv2
+
+def final_candidates(N, K, M):
+    "Validation run: the library's dispatch (now with mv2) against the baselines, the previous table entry and every mv2 candidate."
+    C = []
+    add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
+    add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+    add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
+    add('w4a16 dispatch', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
+    add('bcq3 dispatch', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
+    if M == 1:
+        prev = PREV_TABLE.get((N, K))
+        if prev is not None:
+            add(f'w4a16 previous table {prev.kernel} {prev.block_n}x{prev.block_k} sk{prev.split_k}', 'w4_prev', 'w4a16',
+                lambda d, c=prev: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+        for c in Kn._candidates('w4a16', 1, K, 128, True, N):
+            if c.kernel == 'mv2':
+                add(f'mv2 {c.block_n}x{c.block_k} sk{c.split_k} w{c.num_warps} st{c.num_stages}', 'w4_mv2', 'w4a16',
+                    lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+    return C
+
+CHECK_SHAPES = ((1000, 2560, 128), (33, 512, 64), (4096, 384, 128), (250, 1024, 32))
+CHECK_DTYPES = ('bfloat16', 'float16', 'float32')
+
+def final_checks(dev='cuda', shapes=CHECK_SHAPES, dtypes=CHECK_DTYPES):
+    "GPU correctness of mv2 (marlin's test): every candidate on an uneven shape, twice (counters reset), all activation dtypes."
+    out = []
+    for N, Kd, g in shapes:
+        torch.manual_seed(0)
+        w = Kn.pack_int4(torch.randint(-8, 8, (N, Kd), device=dev)); wk = Kn.w4a16_to_kernel_layout(w)
+        for dt in [getattr(torch, d) for d in dtypes]:
+            s = (torch.rand(N, Kd // g, device=dev) * 0.02 + 0.002).to(dt)
+            x = torch.randn(1, Kd, device=dev, dtype=dt)
+            ref = Kn.w4a16_mm_ref(x, w, s)
+            cs = [c for c in Kn._candidates('w4a16', 1, Kd, g, True, N) if c.kernel == 'mv2'] + [Kn.KernelConfig('mv2', 16, 64, 64, 2, 2)]
+            for c in cs:
+                for _ in range(2):
+                    e = rel_error(Kn.w4a16_matmul(x, wk, s, config=c, kernel_layout=True), ref)
+                    out.append(dict(N=N, K=Kd, group=g, dtype=str(dt), config=str(c), err=e, ok=e < 1e-3))
+    if dev == 'cuda': torch.cuda.synchronize()
+    locks_zero = int(Kn._LOCKS[torch.device('cuda', torch.cuda.current_device()) if dev == 'cuda' else torch.device('cpu')].abs().sum()) == 0
+    bad = [r for r in out if not r['ok']]
+    print(f'final checks: {len(out)} mv2 launches, {len(bad)} above 1e-3, max rel. err {max(r["err"] for r in out):.3g}, counters zero: {locks_zero}', flush=True)
+    for r in bad[:10]: print('  BAD', r)
+    return dict(n=len(out), bad=bad, max_err=max(r['err'] for r in out), locks_zero=locks_zero)
+
+def check(fmt, d, out):
+    if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4k'], d['s4'], kernel_layout=True)
+    elif fmt == 'bcq': ref = Kn.bcq_mm_ref(d['x'], d['bk'], d['a'], kernel_layout=True)
+    else: return None
+    return rel_error(out, ref)
+
+# ----------------------------------------------------------------------------------------------------------------
+# parallel compile + check
+
+FINAL = '--final' in sys.argv
+
+def _cands(N, K, M): return final_candidates(N, K, M) if FINAL else candidates(N, K, M)
+
+def _worker(args):
+    if args[0] == 'check':
+        try: return {('check', args[1], args[2]): final_checks('cuda', (args[1],), (args[2],))}
+        except Exception as e: return {('check', args[1], args[2]): dict(fail=f'{type(e).__name__}: {e}', bad=[], n=0, max_err=0, locks_zero=True)}
+    N, K, M, names = args
+    torch.cuda.set_device(0)
+    d = make_data(N, K, M, 'cuda', torch.bfloat16)
+    out = {}
+    for name, fam, fmt, mk in _cands(N, K, M):
+        if name not in names: continue
+        t = time.time()
+        try:
+            fn = mk(d); y = fn(); torch.cuda.synchronize()
+            out[name] = dict(err=check(fmt, d, y), compile_s=time.time() - t)
+        except Exception as e:
+            out[name] = dict(fail=f'{type(e).__name__}: {str(e)[:300]}')
+    return out
+
+def precompile(jobs, workers, checks=()):
+    "jobs: [(N, K, M, [names])] -> {(N, K, M, name): result}; checks: extra ('check', shape, dtype) tasks."
+    import multiprocessing as mp
+    chunks = list(checks)
+    for N, K, M, names in jobs:
+        for i in range(0, len(names), 3): chunks.append((N, K, M, names[i:i + 3]))
+    res = {}
+    ctx = mp.get_context('spawn')
+    with ctx.Pool(workers) as pool:
+        for ch, r in zip(chunks, pool.imap(_worker, chunks)):
+            if ch[0] == 'check': res.update(r); continue
+            for n, v in r.items(): res[(ch[0], ch[1], ch[2], n)] = v
+    return res
+
+# ----------------------------------------------------------------------------------------------------------------
+
+def _fmt(e): return 'n/a' if e is None else f'{e:.2g}'
+
+def _sig(name):
+    "A candidate's name without its per-shape K split (' t<tiles>' / ' sk<split>'), to carry winners to other shapes."
+    return ' '.join(p for p in name.split() if not (p[:1] == 't' and p[1:].isdigit()) and not (p[:2] == 'sk' and p[2:].isdigit()))
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('--out', default='_runs/kernel_sweep')
+    ap.add_argument('--cpu', action='store_true')
+    ap.add_argument('--budget', type=float, default=200.0, help='seconds after which no new timing starts')
+    ap.add_argument('--workers', type=int, default=12)
+    ap.add_argument('--sections', default='main,other')
+    ap.add_argument('--final', action='store_true', help='validation of the library dispatch (mv2) instead of the exploration')
+    a = ap.parse_args()
+    t0 = time.time()
+    if CPU or a.cpu:
+        bad = 0
+        for (N, Kd) in [(64, 512), (32, 768)]:
+            for M in (1, 16):
+                d = make_data(N, Kd, M, 'cpu', torch.float32)
+                for name, fam, fmt, mk in candidates(N, Kd, M, cpu=True):
+                    if fmt not in ('w4a16', 'bcq'): continue
+                    try:
+                        e = check(fmt, d, mk(d)())
+                        ok = e < 1e-3
+                    except Exception as ex:
+                        e, ok = f'{type(ex).__name__}: {ex}', False
+                        traceback.print_exc()
+                    bad += not ok
+                    print(f'{N}x{Kd} M={M} {name:40s} rel.err {e}', 'ok' if ok else 'FAIL', flush=True)
+        r = final_checks('cpu', ((40, 512, 128), (33, 512, 64)))
+        bad += len(r['bad']) + (not r['locks_zero'])
+        print('cpu check done,', bad, 'failures', f'({time.time() - t0:.0f} s)')
+        sys.exit(1 if bad else 0)
+
+    os.makedirs(a.out, exist_ok=True)
+    dev = torch.device('cuda')
+    res = dict(device=torch.cuda.get_device_name(), triton=triton.__version__, torch=torch.__version__, rows=[], floors={}, date=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime()))
+    path = os.path.join(a.out, 'kernel_sweep.json')
+    save = lambda: json.dump(res, open(path, 'w'), indent=1)
+    main_shape = [(9216, 2560, 1), (9216, 2560, 16)]
+    other = [(2560, 9216, 1), (4096, 2560, 1), (2560, 9216, 16), (4096, 2560, 16)]
+    if a.final:
+        main_shape = [(9216, 2560, 1), (4096, 2560, 1), (2560, 9216, 1), (8192, 2560, 1), (1024, 2560, 1), (2560, 4096, 1)]
+        other = [(9216, 2560, 16), (4096, 2560, 16), (2560, 9216, 16)]
+    jobs = [(N, Kd, M, [c[0] for c in _cands(N, Kd, M)]) for N, Kd, M in main_shape]
+    t = time.time()
+    checks = [('check', sh, dt) for sh in CHECK_SHAPES for dt in CHECK_DTYPES] if a.final else []
+    pre = precompile(jobs, a.workers, checks)
+    if a.final:
+        cr = [pre.pop(k) for k in list(pre) if k[0] == 'check']
+        res['checks'] = dict(launches=sum(r['n'] for r in cr), bad=[b for r in cr for b in r['bad']], fails=[r['fail'] for r in cr if 'fail' in r],
+                             max_err=max(r['max_err'] for r in cr), locks_zero=all(r['locks_zero'] for r in cr))
+        print('checks:', {k: v for k, v in res['checks'].items() if k != 'bad'}, 'bad:', res['checks']['bad'][:5], flush=True)
+    print(f'precompiled {len(pre)} candidates in {time.time() - t:.0f} s', flush=True)
+    res['precompile_s'] = time.time() - t
+    # floors
+    buf = torch.zeros(16, device=dev)
+    res['floors']['empty_us'] = Kn._bench(lambda: _empty[(1,)](buf))
+    nbytes = Kn.weight_bytes('w4a16', 9216, 2560)
+    wflat = torch.randint(0, 2**31 - 1, (nbytes // 4,), device=dev, dtype=torch.int32); o = torch.empty(1 << 20, device=dev, dtype=torch.int32)
+    for B, I, nw in [(1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 4, 8)]:
+        res['floors'][f'read_w4a16_9216x2560_B{B}_I{I}_w{nw}_us'] = Kn._bench(lambda: _readsum[(triton.cdiv(wflat.numel(), B * I),)](wflat, o, wflat.numel(), BLOCK=B, ITERS=I, num_warps=nw))
+    print('floors', {k: round(v, 2) for k, v in res['floors'].items()}, flush=True)
+    save()
+
+    def time_shape(N, Kd, M, names=None, prechecked=None):
+        d = make_data(N, Kd, M, 'cuda', torch.bfloat16)
+        out = []
+        for name, fam, fmt, mk in _cands(N, Kd, M):
+            if names is not None and _sig(name) not in names and fam not in ('base', 'w4_cur', 'bcq_cur'): continue
+            if time.time() - t0 > a.budget: print('budget spent; stop'); res['stopped_at'] = [N, Kd, M, name]; break
+            r = dict(N=N, K=Kd, M=M, name=name, family=fam)
+            p = (prechecked or {}).get((N, Kd, M, name))
+            try:
+                if p is not None and 'fail' in p: r['fail'] = p['fail']; out.append(r); continue
+                fn = mk(d)
+                if p is None or p.get('err') is None:
+                    y = fn(); r['err'] = check(fmt, d, y)
+                else: r['err'] = p['err']
+                if r['err'] is not None and not r['err'] < 1e-3: r['fail'] = f"rel. error {r['err']:.3g}"; out.append(r); continue
+                r['us'] = Kn._bench(fn, 5)
+            except Exception as e:
+                r['fail'] = f'{type(e).__name__}: {str(e)[:300]}'
+            out.append(r)
+        res['rows'] += out
+        save()
+        ok = sorted([r for r in out if 'us' in r], key=lambda r: r['us'])
+        print(f'== {N}x{Kd} M={M}', flush=True)
+        for r in ok: print(f"  {r['us']:7.2f} us  {r['family']:10s} {r['name']:40s} err {_fmt(r['err'])}", flush=True)
+        for r in out:
+            if 'fail' in r: print(f"  FAIL {r['name']}: {r['fail'][:160]}", flush=True)
+        return out
+
+    best = {}
+    for N, Kd, M in main_shape:
+        out = time_shape(N, Kd, M, prechecked=pre)
+        for fam in {r['family'] for r in out}:
+            rs = sorted([r for r in out if r['family'] == fam and 'us' in r], key=lambda r: r['us'])
+            best[(M, fam)] = list(dict.fromkeys(_sig(r['name']) for r in rs))[:2]
+    if 'other' in a.sections:
+        for N, Kd, M in other:
+            if time.time() - t0 > a.budget: break
+            time_shape(N, Kd, M)
+    res['total_s'] = time.time() - t0
+    save()
+    print(f'done in {res["total_s"]:.0f} s -> {path}')
+
+if __name__ == '__main__':
+    main()
