@@ -19,10 +19,10 @@ def main():
     ap.add_argument('--part-mb', type=float, default=58.0)
     a = ap.parse_args()
     from effqwen.core import get_profile
-    from effqwen.assets import smollm2_gguf, train_prompts, SMOLLM2
+    from effqwen.assets import smollm2_gguf, SMOLLM2
     from effqwen.model import load_tokenizer
     from effqwen.qad import qad_target_dir
-    from effqwen.drafter_opt import drafter_size, benchmark_prompts
+    from effqwen.drafter_opt import drafter_size, benchmark_prompts, drafter_train_prompts
     p = get_profile('gpu'); S = drafter_size(p)
     out = Path(a.out); out.mkdir(parents=True, exist_ok=True)
     members = {}
@@ -38,7 +38,7 @@ def main():
     members['qad_int4.safetensors'] = tmp.read_bytes(); tmp.unlink()
     members['qad_config.json'] = (qd/'config.json').read_bytes()
     tok = load_tokenizer('smollm2')
-    tp = train_prompts(S.regen_prompts, seed=p.seed)
+    tp = drafter_train_prompts(p)                               # the gpu DrafterSize's prompt pool
     bench = benchmark_prompts(tok, S.eval_prompts, S.eval_long, S.long_tokens, max_positions=8192, reserve=S.eval_new, seed=p.seed)
     from effqwen.assets import gsm8k
     prompts = dict(train=[dict(id=i, prompt=q) for i, q in zip(tp['id'], tp['prompt'])],
@@ -46,17 +46,22 @@ def main():
                    lossless=list(gsm8k(None)['question']),      # all 100 GSM8K questions (the first are also eval prompts): losslessness check
                    embed_sha256=sha(emb.float().numpy().tobytes()), qad_source=str(qd.name))
     members['prompts.json'] = json.dumps(prompts).encode()
+    print(json.dumps(write_bundle(members, out, a.part_mb, gguf=SMOLLM2['sha256']), indent=1))
+
+def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> dict:
+    """Tar `members` ({name: bytes}), split the tar into out/p1/part, out/p2/part, ... of at most `part_mb` MB and write
+    out/manifest.json (sha256 of the tar, of every member and every part, plus `extra`); returns the manifest."""
     tb = io.BytesIO()
     with tarfile.open(fileobj=tb, mode='w') as tf:
         for name, data in members.items():
             ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = int(time.time()); tf.addfile(ti, io.BytesIO(data))
-    blob = tb.getvalue(); step = int(a.part_mb * 1e6)
+    blob = tb.getvalue(); step = int(part_mb * 1e6)
     parts = []
     for i in range(0, len(blob), step):
-        d = out/f'p{len(parts) + 1}'; d.mkdir(exist_ok=True)
+        d = out/f'p{len(parts) + 1}'; d.mkdir(parents=True, exist_ok=True)
         (d/'part').write_bytes(blob[i:i + step]); parts.append(dict(dir=str(d), bytes=len(blob[i:i + step]), sha256=sha(blob[i:i + step])))
-    man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=parts, gguf=SMOLLM2['sha256'])
+    man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=parts, **extra)
     (out/'manifest.json').write_text(json.dumps(man, indent=1))
-    print(json.dumps(man, indent=1))
+    return man
 
 if __name__ == '__main__': main()

@@ -6,7 +6,8 @@ inputs here (GGUF, the QAD INT4 target's codes/scales/norms, prompts) into a tar
 device call; this script checks every part and member against the bundle manifest (sha256) before using it.
 
     python scripts/gpu_drafter.py assemble --work /tmp/xfer   # after the parts are in /tmp/xfer/parts/p*/part
-    python scripts/gpu_drafter.py train    --work /tmp/xfer   # regen (BF16 and INT4), features, three drafters
+    python scripts/gpu_drafter.py regen    --work /tmp/xfer   # BF16 and INT4 answers to the training prompts (resumable)
+    python scripts/gpu_drafter.py train    --work /tmp/xfer   # features, three drafters (regenerates what `regen` did not)
     python scripts/gpu_drafter.py eval     --work /tmp/xfer   # tau + speed on the engine, losslessness; JSON -> $OUT
 
 Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
@@ -36,19 +37,24 @@ def sizes():
 def log(*a): print(f'[{time.strftime("%H:%M:%S")}]', *a, flush=True)
 
 # ---------------------------------------------------------------------------------------------------------- assemble
-def assemble(work: Path, manifest: dict):
+def unpack_bundle(work: Path, manifest: dict, parts: str = 'parts', out: str = 'bundle', resend: str = '.devsite/bundle') -> Path:
+    "Join the parts in work/parts/p*/part, check each part, the tar and every member against the manifest (sha256), extract to work/out."
     blob = b''
     for i, part in enumerate(manifest['parts'], 1):
-        b = (work/'parts'/f'p{i}'/'part').read_bytes()
-        if sha(b) != part['sha256']: raise ValueError(f'bundle part {i} sha256 mismatch: re-send .devsite/bundle/p{i}')
+        b = (work/parts/f'p{i}'/'part').read_bytes()
+        if sha(b) != part['sha256']: raise ValueError(f'bundle part {i} sha256 mismatch: re-send {resend}/p{i}')
         blob += b
     if sha(blob) != manifest['tar_sha256']: raise ValueError('bundle tar sha256 mismatch')
-    out = work/'bundle'; out.mkdir(parents=True, exist_ok=True)
+    out = work/out; out.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(blob)) as tf:
         for m in tf.getmembers():
             data = tf.extractfile(m).read()
             if sha(data) != manifest['members'][m.name]: raise ValueError(f'bundle member {m.name} sha256 mismatch')
             (out/m.name).write_bytes(data)
+    return out
+
+def assemble(work: Path, manifest: dict):
+    out = unpack_bundle(work, manifest)
     from effqwen.assets import convert_gguf
     convert_gguf(out/'smollm2.gguf', work/'smollm2')
     log('assembled and converted:', sorted(p.name for p in (work/'smollm2').iterdir()))
@@ -58,25 +64,62 @@ def load_models(work: Path, dtype=None, with_bf16: bool = True):
     "(BF16 target or None, INT4 target = the QAD codes x scales with QAD's norms, tokenizer), on the GPU; one load from disk."
     from transformers import AutoModelForCausalLM, AutoTokenizer
     from safetensors.torch import load_file
-    from effqwen.kernels import w4a16_dequantize
     dtype = dtype or (torch.bfloat16 if DEV == 'cuda' else torch.float32)
     bf16 = AutoModelForCausalLM.from_pretrained(str(work/'smollm2'), dtype=dtype).to(DEV).eval()
     tok = AutoTokenizer.from_pretrained(str(work/'smollm2'))
     int4 = copy.deepcopy(bf16) if with_bf16 else bf16
-    q = load_file(str(work/'bundle'/'qad_int4.safetensors'))
-    mods = dict(int4.named_modules()); n_lin = n_norm = 0
-    with torch.no_grad():
-        for k in [k for k in q if k.endswith('.weight_packed')]:
-            name = k[:-len('.weight_packed')]
-            w = w4a16_dequantize(q[k], q[name + '.weight_scale'], dtype=torch.float32)
-            lin = mods[name]
-            if tuple(w.shape) != tuple(lin.weight.shape): raise ValueError(f'{name}: INT4 weight {tuple(w.shape)} vs model {tuple(lin.weight.shape)}')
-            lin.weight.copy_(w.to(dtype)); n_lin += 1
-        for k, v in q.items():
-            if k.endswith('norm.weight'):
-                mods[k[:-len('.weight')]].weight.copy_(v.to(dtype)); n_norm += 1
+    n_lin, n_norm = apply_w4a16(int4, load_file(str(work/'bundle'/'qad_int4.safetensors')))
     log(f'INT4 target: {n_lin} linears from QAD codes x scales, {n_norm} norms')
     return (bf16 if with_bf16 else None), int4, tok
+
+@torch.no_grad()
+def apply_w4a16(model, q: dict) -> tuple[int, int]:
+    """Set `model`'s linears to codes x scales of a W4A16 pack-quantized state dict `q` (weight_packed / weight_scale) and
+    its norms to q's; returns (linears, norms) set. The model keeps its dtype."""
+    from effqwen.kernels import w4a16_dequantize
+    mods = dict(model.named_modules()); n_lin = n_norm = 0
+    for k in [k for k in q if k.endswith('.weight_packed')]:
+        name = k[:-len('.weight_packed')]
+        w = w4a16_dequantize(q[k], q[name + '.weight_scale'], dtype=torch.float32)
+        lin = mods[name]
+        if tuple(w.shape) != tuple(lin.weight.shape): raise ValueError(f'{name}: INT4 weight {tuple(w.shape)} vs model {tuple(lin.weight.shape)}')
+        lin.weight.copy_(w.to(lin.weight)); n_lin += 1
+    for k, v in q.items():
+        if k.endswith('norm.weight'):
+            nm = mods[k[:-len('.weight')]].weight; nm.copy_(v.to(nm)); n_norm += 1
+    return n_lin, n_norm
+
+
+# ------------------------------------------------------------------------------------------------------------ regen
+def regen_path(work: Path, name: str) -> Path: return work/f'regen_{name}.json'
+
+def regen(work: Path, deadline_s: float, batch: int):
+    """Greedy answers of the BF16 and the INT4 target (bf16, the dtype speculative decoding serves) to the bundle's
+    training prompts, in batches of similar prompt length; each finished batch is saved (atomically) under `work`, so
+    a command cut short by its deadline keeps what it generated and the next `regen` call continues."""
+    t_start = time.time()
+    from effqwen.regen import generate_texts
+    from effqwen.model import chat_prompt
+    p, S = sizes()
+    bf16, int4, tok = load_models(work)
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
+    for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
+        path = regen_path(work, name)
+        done = json.loads(path.read_text()) if path.exists() else {}
+        todo = sorted((i for i in range(min(n, len(templ))) if str(i) not in done), key=lambda i: len(templ[i]))
+        t = time.time(); per = None
+        for j in range(0, len(todo), batch):
+            left = deadline_s - (time.time() - t_start)
+            if per is not None and left < 1.5 * per + 20: log(f'{name}: deadline, {len(done)}/{n} done'); break
+            tb = time.time(); idx = todo[j:j + batch]
+            resp = generate_texts(model, tok, [templ[i] for i in idx], S.regen_max_new, 0.0, batch_size=len(idx), seed=p.seed, desc=f'regen {name}')
+            done |= {str(i): r for i, r in zip(idx, resp)}
+            tmp = path.with_suffix('.tmp'); tmp.write_text(json.dumps(done)); tmp.replace(path)
+            per = max(per or 0, time.time() - tb)
+            log(f'{name}: {len(done)}/{n} conversations, batch {time.time() - tb:.1f} s')
+        tf = work/f'regen_{name}_s.txt'                           # generation seconds, summed over regen calls
+        tf.write_text(str((float(tf.read_text()) if tf.exists() else 0.0) + time.time() - t))
 
 # ------------------------------------------------------------------------------------------------------------ train
 def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True):
@@ -98,10 +141,16 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     info, data = {}, {}
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
+        t = time.time(); path = regen_path(work, name)
+        if path.exists():                                         # answers from `regen` (bf16 targets), in prompt order
+            done = json.loads(path.read_text()); idx = sorted(int(i) for i in done)
+            conv = dict(prompt=[templ[i] for i in idx], text=[templ[i] + done[str(i)] + tok.eos_token for i in idx])
+            t_regen = float((work/f'regen_{name}_s.txt').read_text()); source = f'regen stage (bf16 target), batches of similar length'
+        else:
+            resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=256, seed=p.seed, desc=f'regen {name}')
+            conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
+            t_regen = time.time() - t; source = 'train stage (float32 target)'
         t = time.time()
-        resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=256, seed=p.seed, desc=f'regen {name}')
-        conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
-        t_regen = time.time() - t; t = time.time()
         pk = pack(conv, tok, S.pack_len)
         lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
         has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
@@ -109,7 +158,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         feats = pack_features(model, pk['input_ids'].to(DEV), list(cfg.target_layer_ids), batch_size=16, progress=False)
         ids = pk['input_ids'].to(DEV); lm = lm.to(DEV); nh = max(1, len(ids) // 20)    # last 5% of chunks held out
         data[name] = dict(ids=ids[:-nh], loss_mask=lm[:-nh], feats=feats[:-nh], held=(ids[-nh:], feats[-nh:], lm[-nh:]))
-        info[name] = dict(conversations=n, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
+        info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
         log(name, info[name])
     dv = S.draft_vocab
@@ -183,6 +232,15 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     # warm-up (graphs are recorded; first launches compile Triton kernels)
     w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]
+    # GPU time of each recorded step (CUDA events, median of 20), to set against a round's wall time in the loop
+    from effqwen.engine import _gpu_ms
+    sd, x = sds['stage2'], bench['gsm8k'][0]
+    eng.prefill(x); sd.start(); sd.propose(torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
+    step_ms = dict(verify=_gpu_ms(lambda: eng._step('verify'), 20))
+    eng.n_keep.fill_(1); step_ms['commit'] = _gpu_ms(lambda: eng._step('commit'), 20)
+    sd.n_new.zero_(); step_ms['draft'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._step, 20)
+    eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
+    log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in names}
     for b, xs in bench.items():
         for x in xs:
@@ -204,7 +262,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
     os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
     name = 'drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun'
     def save(**extra):                            # written after each phase: a run cut short by the device's limit keeps what it measured
-        doc = dict(train=st, eval=res, eval_prompts={b: len(v) for b, v in bench.items()},
+        doc = dict(train=st, eval=res, step_ms=step_ms, eval_prompts={b: len(v) for b, v in bench.items()},
                    long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
                    hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
                    engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, **({'lossless_extra': None} | extra),
@@ -219,19 +277,46 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
         ref_hf = greedy_generate(int4, x, S.eval_new, tok.eos_token_id); ref_e = eng.generate(x, S.eval_new, stops)
         ar_vs_hf.append(first_diff(ref_hf[0], ref_e[0]))
     save()
-    # losslessness on the GSM8K test questions (100, partly the eval prompts), stage-2 drafter, 128 new tokens each
-    ll = dict(n=0, identical=0, new_tokens=0, tau_lengths=[])
-    for q in pr['lossless'][:n_lossless]:
-        x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
-        ref = eng.generate(x, 128, stops); r = eng_spec(eng, sds['stage2'], x, 128, stops)
-        ll['n'] += 1; ll['identical'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); ll['new_tokens'] += ref.shape[1]
-        ll['tau_lengths'] += r.acceptance_lengths
-    L = ll.pop('tau_lengths'); ll['tau'] = sum(L) / max(1, len(L))
-    log('lossless', ll)
+    # losslessness on the GSM8K test questions (100, partly the eval prompts), stage-2 drafter, 128 new tokens each:
+    # first on the bf16 engine that served the eval (non-identical outputs record where they diverge and the target's
+    # top-2 margin there), then on a float32 copy with TF32 off, where verify-16 and decode-1 round alike but for ~1e-6
+    def lossless(e, sd, model, dtype):
+        ll = dict(dtype=dtype, n=0, identical=0, new_tokens=0, divergence=[]); L = []
+        for q in pr['lossless'][:n_lossless]:
+            x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
+            ref = e.generate(x, 128, stops); r = eng_spec(e, sd, x, 128, stops)
+            same = torch.equal(r.new_tokens.cpu(), ref.cpu())
+            ll['n'] += 1; ll['identical'] += int(same); ll['new_tokens'] += ref.shape[1]; L += r.acceptance_lengths
+            if not same: ll['divergence'].append(divergence(model, x, ref, r.new_tokens))
+        ll['tau'] = sum(L) / max(1, len(L)); log('lossless', dtype, {k: v for k, v in ll.items() if k != 'divergence'})
+        return ll
+    ll = lossless(eng, sds['stage2'], int4, 'bfloat16')
     save(lossless_extra=ll)
+    if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    _, int4_32, _ = load_models(work, dtype=torch.float32, with_bf16=False)
+    d32 = load_drafter(work/'drafters'/'stage2', int4_32).to(DEV).float().eval()
+    eng32 = Engine(int4_32, max_seq_len=maxlen, tap_layers=taps)
+    sd32 = StaticDrafter(d32, maxlen); w = bench['gsm8k'][0]; eng32.generate(w, 8, stops); eng_spec(eng32, sd32, w, 8, stops)
+    ll32 = lossless(eng32, sd32, int4_32, 'float32')
+    save(lossless_extra=ll, lossless_fp32=ll32)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------------------------- render
+def _margins(ll: dict) -> str:
+    "min / median / max of the target's top-2 logit margins where speculative and AR outputs first differ."
+    m = sorted(x['margin'] for x in ll['divergence'])
+    return f"min {m[0]:.3f}, median {m[len(m) // 2]:.3f}, max {m[-1]:.3f}"
+
+def _round_costs(doc: dict) -> str:
+    "Where a speculative round's time goes: GPU time of each recorded step vs the loop's wall time per round (stage 2)."
+    sm, o = doc.get('step_ms'), doc['eval']['stage2']
+    if not sm or not all('rounds' in v for v in o.values()): return ''
+    R = sum(v['rounds'] for v in o.values())
+    dr, vr = (sum(v[k] for v in o.values()) / R * 1e3 for k in ('draft_s', 'verify_s'))
+    return (f"Step costs (GPU time, CUDA events): decode {sm['decode']:.2f} ms, verify-16 {sm['verify']:.2f} ms, commit {sm['commit']:.2f} ms, "
+            f"drafter step {sm['draft']:.2f} ms; in the loop a stage-2 round took {dr + vr:.2f} ms of wall time "
+            f"(draft {dr:.2f} ms incl. the host copy of the proposal, verify + accept + commit {vr:.2f} ms).")
+
 def render(path: Path):
     "Tables from the committed result: A4 at the gpu profile, and the true end-to-end speculative speedup on SmolLM2."
     from effqwen.core import render_table, write_table, provenance_line
@@ -259,7 +344,10 @@ def render(path: Path):
            f"{tr['step_ms']:.0f} ms/step. Data: BF16 regen {d['bf16']['conversations']} conversations ({d['bf16']['response_tokens']:,} response tokens), "
            f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,}). pos-1 acc: teacher-forced first-position accuracy on "
            f"training vs held-out chunks (last 5% of each regeneration's chunks; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on). "
-           + (f"Extra losslessness check: {ll['identical']}/{ll['n']} GSM8K prompts × 128 tokens identical to the engine's greedy output (stage 2). "
+           + (f"Extra losslessness check (stage 2, GSM8K prompts × 128 tokens, identical to the engine's own greedy output): bf16 {ll['identical']}/{ll['n']}"
+              + (f" (first divergences at target top-2 logit margins {_margins(ll)})" if ll.get('divergence') else '')
+              + (f"; float32, TF32 off: {doc['lossless_fp32']['identical']}/{doc['lossless_fp32']['n']}" + (f" (margins {_margins(doc['lossless_fp32'])})" if doc['lossless_fp32'].get('divergence') else '')
+                 if doc.get('lossless_fp32') else '') + '. '
               if ll and ll['n'] else 'Extra 100-prompt losslessness check: not run in this run. ')
            + (f"HF-loop τ on {doc['hf_loop_prompts']} prompts: {doc['hf_loop_tau_stage2']:.2f}. " if doc['hf_loop_prompts'] else '')
            + f"Drafters trained in {tr.get('precision', 'bf16 autocast').replace('fp32', 'float32 (TF32 matmuls)')}, lr {tr['sizes']['lr']:g} (stage 2: {tr['sizes']['lr2']:g}). "
@@ -272,14 +360,15 @@ def render(path: Path):
     md2 = (f"### A2 (true end-to-end): speculative vs autoregressive decoding on the engine, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
            + render_table(rows2, cols2) + '\nSpeedup = wall time of the engine\'s own greedy decoding / wall time of greedy speculative decoding '
            'of the same prompts and token budget (prefill included, CUDA graphs for both), per benchmark as in A4; measured, not projected. '
-           'Outputs identical to AR greedy: see the lossless column of A4.\n\n' + provenance_line(doc) + '\n')
+           'Outputs identical to AR greedy: see the lossless column of A4. ' + _round_costs(doc) + '\n\n' + provenance_line(doc) + '\n')
     prof = doc['provenance']['profile']
     print(write_table('drafter_a4_gpu', md, prof), write_table('latency_a2_true_smollm2', md2, prof))
     print(md); print(md2)
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'train', 'eval', 'render'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'render'])
+    ap.add_argument('--batch', type=int, default=512, help='regen: conversations per generate call')
     ap.add_argument('--result', default='data/results/drafter_training_gpu.json')
     ap.add_argument('--work', default='/tmp/xfer')
     ap.add_argument('--manifest', default='.devsite/bundle/manifest.json')
@@ -295,6 +384,7 @@ def main():
     work = Path(a.work); work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
+    elif a.stage == 'regen': regen(work, a.deadline, a.batch)
     elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast)
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
     else: render(Path(a.result))
