@@ -104,14 +104,18 @@ def regen(work: Path, deadline_s: float, batch: int):
     bf16, int4, tok = load_models(work)
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
-    for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
+    jobs = (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts))
+    t_models = time.time() - t_start
+    for name, model, n in jobs:                                   # each target gets its share of the time (by prompt count)
         path = regen_path(work, name)
         done = json.loads(path.read_text()) if path.exists() else {}
-        todo = sorted((i for i in range(min(n, len(templ))) if str(i) not in done), key=lambda i: len(templ[i]))
+        todo = [i for i in range(min(n, len(templ))) if str(i) not in done]   # prompts come shuffled (drafter_prompts)
+        todo = [i for w in range(0, len(todo), 4 * batch) for i in sorted(todo[w:w + 4 * batch], key=lambda i: len(templ[i]))]  # less padding, same mix
         t = time.time(); per = None
+        until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name == 'bf16' else t_start + deadline_s
         for j in range(0, len(todo), batch):
-            left = deadline_s - (time.time() - t_start)
-            if per is not None and left < 1.5 * per + 20: log(f'{name}: deadline, {len(done)}/{n} done'); break
+            left = until - time.time()
+            if left < (1.5 * per if per else 0) + 20: log(f'{name}: deadline, {len(done)}/{n} done'); break
             tb = time.time(); idx = todo[j:j + batch]
             resp = generate_texts(model, tok, [templ[i] for i in idx], S.regen_max_new, 0.0, batch_size=len(idx), seed=p.seed, desc=f'regen {name}')
             done |= {str(i): r for i, r in zip(idx, resp)}
@@ -342,7 +346,9 @@ def render(path: Path):
            + f", {doc['eval_new']} new tokens. Drafter: {tr['drafter']['num_hidden_layers']} layers, taps {tr['drafter']['target_layer_ids']}; "
            f"steps capped by a {tr['budget_s']:.0f} s training budget (profile: {tr['profile_steps']['stage1']}/{tr['profile_steps']['stage2']}), "
            f"{tr['step_ms']:.0f} ms/step. Data: BF16 regen {d['bf16']['conversations']} conversations ({d['bf16']['response_tokens']:,} response tokens), "
-           f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,}). pos-1 acc: teacher-forced first-position accuracy on "
+           f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,})"
+           + (f", prompts from `{'drafter_prompts' if d['bf16']['prompt_pool'] == 'mixed' else 'train_prompts'}` ({d['bf16']['source']})" if 'prompt_pool' in d['bf16'] else '')
+           + f". pos-1 acc: teacher-forced first-position accuracy on "
            f"training vs held-out chunks (last 5% of each regeneration's chunks; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on). "
            + (f"Extra losslessness check (stage 2, GSM8K prompts × 128 tokens, identical to the engine's own greedy output): bf16 {ll['identical']}/{ll['n']}"
               + (f" (first divergences at target top-2 logit margins {_margins(ll)})" if ll.get('divergence') else '')
