@@ -738,7 +738,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     "Run T tokens through the model in `mode` ('prefill', 'decode', 'verify'); returns the last row's hidden state."
     c = self.cfg
     f = self.eager if mode == 'prefill' else self.f
-    fz = self.fused and mode != 'verify'                                           # Triton kernels (decode, prefill)
+    fz = self.fused                                                                # Triton kernels (every mode)
     if fz: norm = lambda x, y, w: fused_add_rms_norm(x, y, w, c.rms_eps, c.norm_offset)
     else: norm = lambda x, y, w: (x, f['rms_norm'](x, w, c.rms_eps, c.norm_offset)) if y is None else f['add_rms_norm'](x, y, w, c.rms_eps, c.norm_offset)
     act, scale = (fused_swiglu if fz else f['swiglu']), c.head_dim ** -0.5
@@ -747,6 +747,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     else:
         idx = self.pos + torch.arange(T, device=self.device)
         x, cos, sin = self.embed(self.tok[:T]), self.cos.index_select(0, idx), self.sin.index_select(0, idx)
+    if fz and mode == 'verify':                                                    # causal mask over the static cache, once per step
+        see = torch.arange(self.max_seq_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     for i, L in enumerate(self.layers):
         x, h = norm(x, pending, L.in_w)
@@ -755,11 +757,14 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = (fused_gdn_prefill if fz else gdn_prefill)(*args, self.chunk_rule)
+            elif mode == 'verify': y = f['gdn_verify'](*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
-            elif mode == 'decode': y = f['gdn_decode'](*args)
-            else: y = f['gdn_verify'](*args, *L.scratch)
+            else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':
             y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part)
+        elif fz and mode == 'verify':                                              # Triton prep (k/v into the cache), masked attention
+            q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
+            y = gated(gqa_attention(q, [(L.kc, L.vc)], see, scale), _attn_gate(proj, self.attn_dims))
         elif fz:                                                                   # prefill: Triton prep, then flash attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
             rep = c.n_heads // c.n_kv_heads

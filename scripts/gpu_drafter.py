@@ -115,7 +115,7 @@ def regen(work: Path, deadline_s: float, batch: int):
         until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name == 'bf16' else t_start + deadline_s
         for j in range(0, len(todo), batch):
             left = until - time.time()
-            if left < (1.5 * per if per else 0) + 20: log(f'{name}: deadline, {len(done)}/{n} done'); break
+            if left < (1.1 * per if per else 0) + 10: log(f'{name}: deadline, {len(done)}/{n} done'); break
             tb = time.time(); idx = todo[j:j + batch]
             resp = generate_texts(model, tok, [templ[i] for i in idx], S.regen_max_new, 0.0, batch_size=len(idx), seed=p.seed, desc=f'regen {name}')
             done |= {str(i): r for i, r in zip(idx, resp)}
