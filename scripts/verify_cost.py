@@ -60,9 +60,13 @@ def render(path: Path):
             ('err', 'logits rel. err fused vs torch', '{:.1e}'), ('agree', 'argmax agree', '{}')]
     md = (f"### Engine step costs: verify-16 on the torch path vs the fused path, {doc['provenance']['device']}\n\n" + render_table(rows, cols)
           + "\nGPU time of one recorded step (CUDA graph replay; CUDA events, median of 20), batch 1, bf16, random weights, after a prompt of "
-          "`context` tokens. Decode-1 is the fused path in both. The torch path was the only verify before this run; the fused one runs the "
+          "`context` tokens. Decode-1: the fused engine's (the same engine on the torch path decodes in "
+          + ', '.join(f"{n} {r['torch_ctx512']['decode_ms']:.2f} ms" for n, r in doc['shapes'].items() if isinstance(r, dict))
+          + "; the engine's default on a GPU is fused). Before this change verify always ran the torch path, also in the fused engine; now it runs the "
           "norms, SwiGLU and q/k prep through decode's Triton kernels and the attention as one masked matmul-softmax over the static cache. "
-          "Qwen3.5-4B's Gated-DeltaNet layers keep their torch verify (per-token states for the exact rollback).\n\n" + provenance_line(doc) + '\n')
+          "Qwen3.5-4B's Gated-DeltaNet layers keep their torch verify (per-token states for the exact rollback). Logits: bf16, "
+          "relative error of the fused vs the torch verify of one block (bf16 rounding through the layers; the CPU test in "
+          "tests/test_engine_fused_interpret.py checks the two paths agree to 1e-4 in float32).\n\n" + provenance_line(doc) + '\n')
     print(write_table('verify_cost', md, doc['provenance']['profile'])); print(md)
 
 if __name__ == '__main__':
