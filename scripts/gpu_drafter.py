@@ -208,8 +208,51 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     (work/'train.json').write_text(json.dumps(st))
     log('train done')
 
+# ----------------------------------------------------------------------------------------------------- losslessness
+@torch.no_grad()
+def divergence(model, x, ref, spec):
+    "Where speculative and AR greedy outputs first differ, and the target's top-1 - top-2 logit margin there (one HF forward)."
+    a, b = ref[0].cpu(), spec[0].cpu(); i = first_diff(a, b)
+    lg = model(torch.cat([x, ref[:, :i]], 1)).logits[0, -1].float()
+    top = lg.topk(2).values
+    return dict(index=i, margin=float(top[0] - top[1]), ar_token=int(a[i]) if i < len(a) else None, spec_token=int(b[i]) if i < len(b) else None)
+
+def lossless_check(e, sd, model, tok, questions, dtype: str, stops, n_new: int = 128):
+    "Speculative (stage-2 drafter) vs the engine's own greedy output on each question; divergences with their margins."
+    from effqwen.engine import speculative_generate as eng_spec
+    from effqwen.model import chat_prompt
+    ll = dict(dtype=dtype, n=0, identical=0, new_tokens=0, divergence=[]); L = []
+    for q in questions:
+        x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
+        ref = e.generate(x, n_new, stops); r = eng_spec(e, sd, x, n_new, stops)
+        same = torch.equal(r.new_tokens.cpu(), ref.cpu())
+        ll['n'] += 1; ll['identical'] += int(same); ll['new_tokens'] += ref.shape[1]; L += r.acceptance_lengths
+        if not same: ll['divergence'].append(divergence(model, x, ref, r.new_tokens))
+    ll['tau'] = sum(L) / max(1, len(L)); log('lossless', dtype, {k: v for k, v in ll.items() if k != 'divergence'})
+    return ll
+
+def lossless32(work: Path, out: Path, n_lossless: int):
+    """The losslessness check on a float32 copy of the INT4 target and the stage-2 drafter, TF32 off (verify-16 and
+    decode-1 then round alike but for ~1e-6); added to the result of the `eval` call (`work/eval_full.json`)."""
+    from effqwen.dflash import load_drafter
+    from effqwen.engine import Engine, StaticDrafter
+    from effqwen.core import write_result
+    p, S = sizes()
+    base = json.loads((work/'eval_full.json').read_text())
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    _, int4_32, tok = load_models(work, dtype=torch.float32, with_bf16=False)
+    d32 = load_drafter(work/'drafters'/'stage2', int4_32).to(DEV).float().eval()
+    qs = pr['lossless'][:n_lossless]; stops = [tok.eos_token_id]
+    maxlen = max(len(tok(q).input_ids) for q in qs) + 64 + 128 + 2 * S.block
+    eng32 = Engine(int4_32, max_seq_len=maxlen, tap_layers=tuple(d32.target_layer_ids)); sd32 = StaticDrafter(d32, maxlen)
+    ll32 = lossless_check(eng32, sd32, int4_32, tok, qs, 'float32', stops)
+    os.environ['EFFQWEN_OUT'] = str(out)
+    base['lossless_fp32'] = ll32
+    log('wrote', write_result('drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun', base, p, device=DEV))
+
 # ------------------------------------------------------------------------------------------------------------- eval
-def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
+def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool = True):
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec
     from effqwen.model import greedy_generate, chat_prompt
@@ -220,13 +263,6 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
     st = json.loads((work/'train.json').read_text())
     bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
     names = ['direct', 'stage1', 'stage2']
-    @torch.no_grad()
-    def divergence(model, x, ref, spec):
-        "Where speculative and AR greedy outputs first differ, and the target's top-1 - top-2 logit margin there (one HF forward)."
-        a, b = ref[0].cpu(), spec[0].cpu(); i = first_diff(a, b)
-        lg = model(torch.cat([x, ref[:, :i]], 1)).logits[0, -1].float()
-        top = lg.topk(2).values
-        return dict(index=i, margin=float(top[0] - top[1]), ar_token=int(a[i]) if i < len(a) else None, spec_token=int(b[i]) if i < len(b) else None)
     dr = {k: load_drafter(work/'drafters'/k, int4).to(DEV).to(next(int4.parameters()).dtype).eval() for k in names}
     taps = tuple(dr['stage2'].target_layer_ids)
     maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
@@ -271,6 +307,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
                    hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
                    engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, **({'lossless_extra': None} | extra),
                    peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+        (work/'eval_full.json').write_text(json.dumps(doc, default=float))   # the base `lossless32` adds to in a later call
         log('wrote', write_result(name, doc, p, device=DEV))
     hf_tau, ar_vs_hf = [], []
     save()                                        # the eval is kept even if the cross-checks below run out of time
@@ -284,25 +321,10 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int):
     # losslessness on the GSM8K test questions (100, partly the eval prompts), stage-2 drafter, 128 new tokens each:
     # first on the bf16 engine that served the eval (non-identical outputs record where they diverge and the target's
     # top-2 margin there), then on a float32 copy with TF32 off, where verify-16 and decode-1 round alike but for ~1e-6
-    def lossless(e, sd, model, dtype):
-        ll = dict(dtype=dtype, n=0, identical=0, new_tokens=0, divergence=[]); L = []
-        for q in pr['lossless'][:n_lossless]:
-            x = tok(chat_prompt(tok, q), return_tensors='pt', add_special_tokens=False).input_ids.to(DEV)
-            ref = e.generate(x, 128, stops); r = eng_spec(e, sd, x, 128, stops)
-            same = torch.equal(r.new_tokens.cpu(), ref.cpu())
-            ll['n'] += 1; ll['identical'] += int(same); ll['new_tokens'] += ref.shape[1]; L += r.acceptance_lengths
-            if not same: ll['divergence'].append(divergence(model, x, ref, r.new_tokens))
-        ll['tau'] = sum(L) / max(1, len(L)); log('lossless', dtype, {k: v for k, v in ll.items() if k != 'divergence'})
-        return ll
+    lossless = lambda e, sd, model, dtype: lossless_check(e, sd, model, tok, pr['lossless'][:n_lossless], dtype, stops)
     ll = lossless(eng, sds['stage2'], int4, 'bfloat16')
     save(lossless_extra=ll)
-    if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    _, int4_32, _ = load_models(work, dtype=torch.float32, with_bf16=False)
-    d32 = load_drafter(work/'drafters'/'stage2', int4_32).to(DEV).float().eval()
-    eng32 = Engine(int4_32, max_seq_len=maxlen, tap_layers=taps)
-    sd32 = StaticDrafter(d32, maxlen); w = bench['gsm8k'][0]; eng32.generate(w, 8, stops); eng_spec(eng32, sd32, w, 8, stops)
-    ll32 = lossless(eng32, sd32, int4_32, 'float32')
-    save(lossless_extra=ll, lossless_fp32=ll32)
+    if fp32: lossless32(work, out, n_lossless)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------------------------- render
@@ -373,7 +395,8 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'render'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'lossless32', 'render'])
+    ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
     ap.add_argument('--batch', type=int, default=512, help='regen: conversations per generate call')
     ap.add_argument('--result', default='data/results/drafter_training_gpu.json')
     ap.add_argument('--work', default='/tmp/xfer')
@@ -392,7 +415,8 @@ def main():
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
     elif a.stage == 'regen': regen(work, a.deadline, a.batch)
     elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast)
-    elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check)
+    elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)
+    elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
     else: render(Path(a.result))
 
 if __name__ == '__main__': main()
