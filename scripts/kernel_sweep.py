@@ -15,7 +15,9 @@ activation loads, the mantissa-trick BCQ kernel `_bcq_mv_v2` and wider `mv`/`tc`
 weight layout (`to_blocked`, `_w4_tc_v3`) and the load-only floors with / without the split-K reduction; run3 the
 prefetching loop (`TILES == 0`) with whole rows per program and small-row tensor-core configs (the `candidates`
 list below); run4 (`--final`) the library's `mv2` dispatch. Earlier rounds' candidate lists were replaced by later
-ones; their kernels are kept here.
+ones; their kernels are kept here. Round 5 (`--only lut`: M = 1 only, the LUT-GEMM BCQ kernels `_bcq_lut` /
+`_bcq_lut_smem` next to the baselines, plus `lut_checks` at Q = 2..4, groups 64/128 on the GPU):
+      PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT --only lut --budget 170
 """
 import argparse, json, os, sys, time, traceback
 import torch
@@ -276,6 +278,184 @@ def _bcq_mv_v2(
     _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
 
+# LUT-GEMM-style BCQ (issue 7, round 5). The sign-select kernels above spend 2 instructions per weight bit and plane
+# (LOP3 + FFMA, or bit test + predicated FADD). Here the MU activations that one MU-bit slice of a sign word covers
+# are summed once per K tile in all 2**MU sign patterns (a table shared by every row and plane of the program); a
+# slice then costs one extract (SHF + LOP3), one table read and one add: ~4-6 instructions per MU bits instead of
+# 2·MU. sm_90 SASS of the main loops (Triton 3.6 and 3.9 compiled on the CPU, Q = 3, instructions per weight bit and
+# plane): library `_bcq_mv_kernel` 2.65 (128x256) / 3.2 (32x512); global table + LDG (`_bcq_lut`, GLOBAL) 0.78 at
+# MU = 8 and 1.59 at MU = 4 (128x128; a 64-bit pointer pair, LEA + LEA.HI.X, per lookup); Gluon shared-memory table
+# (`_bcq_lut_smem`) 1.19 at MU = 4 and 0.82 at MU = 8 (256 rows); tl.gather on a register table 2.9-3.9 (shuffles).
+# The table build (2**MU adds per slice) is amortised over BLOCK_N·Q lookups; at MU = 8 it is built once per call by
+# `_bcq_lut_build` (a second, 20-program launch). Kernel layout: bit i + 16e of a word is column 2i + e, so slice p of word w holds columns
+# 32w + 2((MU·p + j) % 16) + (MU·p + j) // 16, j < MU (bit j of the slice).
+
+@triton.jit
+def _lut_xcol(x_ptr, k0, wi, pi, j: tl.constexpr, MU: tl.constexpr):
+    "float32 activation of bit j of slice (wi, pi) of the tile starting at column k0 (wi: (WT, 1, 1), pi: (1, FPW, 1))."
+    bi = MU * pi + j
+    return tl.load(x_ptr + k0 + 32 * wi + 2 * (bi % 16) + bi // 16).to(tl.float32)
+
+@triton.jit
+def _lut_pair(xa, xb):
+    "(WT, FPW, 4) table of ±xa ± xb, entry c = 2·bit(xb) + bit(xa) (bit 1 = +)."
+    c = tl.arange(0, 4)[None, None, :]
+    return tl.where((c & 1) != 0, xa, -xa) + tl.where((c & 2) != 0, xb, -xb)
+
+@triton.jit
+def _lut_table(x_ptr, k0, wi, pi, WT: tl.constexpr, FPW: tl.constexpr, MU: tl.constexpr):
+    "(WT, FPW, 2**MU) table: entry c of slice (w, p) = Σ_j (2·bit_j(c) − 1)·x[col(w, p, j)]; one add per entry (outer sums)."
+    t2a = _lut_pair(_lut_xcol(x_ptr, k0, wi, pi, 0, MU), _lut_xcol(x_ptr, k0, wi, pi, 1, MU))
+    t2b = _lut_pair(_lut_xcol(x_ptr, k0, wi, pi, 2, MU), _lut_xcol(x_ptr, k0, wi, pi, 3, MU))
+    t4 = tl.reshape(t2b[:, :, :, None] + t2a[:, :, None, :], (WT, FPW, 16))          # c = 4·hi + lo
+    if MU == 8:
+        t2c = _lut_pair(_lut_xcol(x_ptr, k0, wi, pi, 4, MU), _lut_xcol(x_ptr, k0, wi, pi, 5, MU))
+        t2d = _lut_pair(_lut_xcol(x_ptr, k0, wi, pi, 6, MU), _lut_xcol(x_ptr, k0, wi, pi, 7, MU))
+        t4h = tl.reshape(t2d[:, :, :, None] + t2c[:, :, None, :], (WT, FPW, 16))
+        return tl.reshape(t4h[:, :, :, None] + t4[:, :, None, :], (WT, FPW, 256))     # c = 16·hi + lo
+    else:
+        return t4
+
+@triton.jit
+def _bcq_lut(
+    x_ptr, b_ptr, a_ptr, y_ptr, ws_ptr, lock_ptr, lut_ptr,
+    N, K, KW, SPLIT_K,
+    Q: tl.constexpr,        # planes (unrolled)
+    MU: tl.constexpr,       # bits per table lookup: 4 or 8
+    GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+    BLOCK_K: tl.constexpr,  # columns per tile: multiple of 32 that divides GROUP (one α per row, plane and tile)
+    GLOBAL: tl.constexpr,   # True: read the whole-K table that `_bcq_lut_build` wrote to lut_ptr (L1/L2-resident), one
+                            # LDG per slice; False: build the tile's table in registers and look up with tl.gather
+    STAGES: tl.constexpr,
+):
+    "BCQ mat-vec (M = 1), LUT-GEMM style: y[n] = Σ_q Σ_tiles α_q · Σ_slices T[slice, signs of the slice]."
+    WT: tl.constexpr = BLOCK_K // 32       # words per row and tile
+    FPW: tl.constexpr = 32 // MU           # slices per word
+    NT: tl.constexpr = 1 << MU             # table entries per slice
+    pid = tl.program_id(0)
+    pid_n, pid_k = pid // SPLIT_K, pid % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
+    if GLOBAL:
+        # (BLOCK_N, WT) words: the vectorised load gives each thread whole words (slices cut with constant shifts)
+        # and puts the lanes of a warp on different rows of the same words, so one warp-wide table read touches one
+        # slice's table (64 B at MU = 4: one L1 wavefront; 1 KB at MU = 8: up to 8). Per slice: extract (PRMT at
+        # MU = 8, SHF + SGXT at 4), LEA + LEA.HI.X (table pointer), LDG, FADD; per word and plane one FFMA with α.
+        wi = tl.arange(0, WT)[None, :]
+        acc = tl.zeros((BLOCK_N, WT), dtype=tl.float32)
+        for t in tl.range(t0, t1, num_stages=STAGES):
+            k0 = t * BLOCK_K
+            tb = lut_ptr + (k0 // MU + wi * FPW) * NT          # (1, WT) pointers to slice 0 of each word's tables
+            for q in tl.static_range(Q):
+                rows = (q * N + rn).to(tl.int64)
+                b = tl.load(b_ptr + rows[:, None] * KW + (t * WT + wi), mask=nmask[:, None], other=0,
+                            eviction_policy='evict_first')
+                al = tl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+                s = tl.load(tb + (b & (NT - 1)), eviction_policy='evict_last')
+                for p in tl.static_range(1, FPW):
+                    s += tl.load(tb + (p * NT) + ((b >> (MU * p)) & (NT - 1)), eviction_policy='evict_last')
+                acc += s * al[:, None]
+        tot = tl.sum(acc, axis=1)
+    else:
+        # tl.gather on a (WT, FPW, 2**MU) register table: Triton 3.9 lowers it to warp shuffles (2 SHFL + selects per
+        # lookup at MU = 4, hundreds at MU = 8: sm_90 SASS ~3.9 instructions per bit at MU = 4) -- kept for the record.
+        wi = tl.arange(0, WT)[:, None, None]
+        pi = tl.arange(0, FPW)[None, :, None]
+        sh = pi * MU
+        acc = tl.zeros((WT, FPW, BLOCK_N), dtype=tl.float32)
+        for t in tl.range(t0, t1, num_stages=STAGES):
+            k0 = t * BLOCK_K
+            tab = _lut_table(x_ptr, k0, wi, pi, WT, FPW, MU)
+            for q in tl.static_range(Q):
+                rows = (q * N + rn).to(tl.int64)
+                b = tl.load(b_ptr + rows[None, None, :] * KW + (t * WT + wi), mask=nmask[None, None, :], other=0,
+                            eviction_policy='evict_first')                                   # (WT, 1, BLOCK_N)
+                al = tl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
+                acc += tl.gather(tab, (b >> sh) & (NT - 1), axis=2) * al[None, None, :]
+        tot = tl.sum(tl.sum(acc, axis=1), axis=0)
+    _splitk_epilogue(tot, y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+@triton.jit
+def _bcq_lut_build(x_ptr, lut_ptr, MU: tl.constexpr, BLOCK_K: tl.constexpr):
+    "Whole-K table for `_bcq_lut(GLOBAL=True)`: slice s = k // MU at lut[s·2**MU : (s+1)·2**MU], one program per BLOCK_K columns."
+    WT: tl.constexpr = BLOCK_K // 32
+    FPW: tl.constexpr = 32 // MU
+    NT: tl.constexpr = 1 << MU
+    k0 = tl.program_id(0) * BLOCK_K
+    wi = tl.arange(0, WT)[:, None, None]
+    pi = tl.arange(0, FPW)[None, :, None]
+    tab = _lut_table(x_ptr, k0, wi, pi, WT, FPW, MU)
+    tl.store(lut_ptr + (k0 // MU + wi * FPW + pi) * NT + tl.arange(0, NT)[None, None, :], tab)
+
+
+# LUT-GEMM BCQ with the tables in *shared memory*, through Gluon (written for the GPU machine's Triton 3.6: there
+# shared memory has no element gather, and plain tl.gather is lowered to warp shuffles). gl.gather on a table whose
+# entry axis is split across warps cannot be done with shuffles, so Triton's gather lowering stores the table to shared
+# memory once per call and each lookup is one LDS at a 32-bit address: per slice one extract (SHF+LOP3, constant
+# shift: each thread holds one row's words, all slices), ~1 address op, one LDS, one FADD: ~4-5 instructions per MU
+# bits. The lanes of a warp take 32 rows of the same word, so at MU = 4 they read the same 16-entry table (16 banks:
+# conflict-free); at MU = 8 a 256-entry table (random banks: ~3-4-way conflicts, traded for half the instructions).
+# Each (tile, plane) re-stores the tile's tables (BLOCK_K / MU · 2**MU floats, loaded from `_bcq_lut_build`'s global
+# table). GPU only: the interpreter does not run Gluon.
+try:
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    _gl_barrier = gl.thread_barrier if hasattr(gl, 'thread_barrier') else gl.barrier
+except ImportError:
+    gluon = None
+
+if gluon is not None:
+    @gluon.jit
+    def _bcq_lut_smem(
+        lut_ptr, b_ptr, a_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K,
+        Q: gl.constexpr, MU: gl.constexpr, GROUP: gl.constexpr, BLOCK_N: gl.constexpr,
+        BLOCK_K: gl.constexpr,   # divides GROUP; BLOCK_K / MU <= 32
+        NW: gl.constexpr,        # num_warps; BLOCK_N a multiple of 32 · NW
+    ):
+        "y = x W^T for BCQ at M = 1: SPLIT_K programs per BLOCK_N rows side by side; split-K reduction as `_splitk_epilogue`."
+        WT: gl.constexpr = BLOCK_K // 32
+        FPW: gl.constexpr = 32 // MU
+        NT: gl.constexpr = 1 << MU
+        L3: gl.constexpr = gl.BlockedLayout([WT, FPW, 1], [1, 1, 32], [1, 1, NW], [1, 0, 2])              # (WT, FPW, BLOCK_N)
+        LS: gl.constexpr = gl.BlockedLayout([1, 1, 1], [WT, FPW, 32 // (WT * FPW)], [1, 1, NW], [2, 1, 0])  # (WT, FPW, NT)
+        LW: gl.constexpr = gl.SliceLayout(1, L3)                                                           # (WT, BLOCK_N)
+        pid_n, pid_k = gl.program_id(0) // SPLIT_K, gl.program_id(0) % SPLIT_K
+        per = gl.cdiv(K // BLOCK_K, SPLIT_K)
+        t0 = pid_k * per
+        t1 = gl.minimum(t0 + per, K // BLOCK_K)
+        rn = pid_n * BLOCK_N + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, LW))
+        nmask = rn < N
+        wi = gl.arange(0, WT, layout=gl.SliceLayout(1, LW))
+        sh = gl.arange(0, FPW, layout=gl.SliceLayout(0, gl.SliceLayout(2, L3))) * MU
+        sw = gl.arange(0, WT, layout=gl.SliceLayout(1, gl.SliceLayout(2, LS)))
+        sp = gl.arange(0, FPW, layout=gl.SliceLayout(0, gl.SliceLayout(2, LS)))
+        sc = gl.arange(0, NT, layout=gl.SliceLayout(0, gl.SliceLayout(1, LS)))
+        toff = (sw[:, None, None] * FPW + sp[None, :, None]) * NT + sc[None, None, :]
+        acc = gl.zeros([WT, FPW, BLOCK_N], gl.float32, L3)
+        for t in range(t0, t1):
+            k0 = t * BLOCK_K
+            tab = gl.load(lut_ptr + (k0 // MU) * NT + toff)
+            for q in gl.static_range(Q):
+                rows = (q * N + rn).to(gl.int64)
+                b = gl.load(b_ptr + rows[None, :] * KW + (t * WT + wi)[:, None], mask=nmask[None, :], other=0,
+                            eviction_policy='evict_first')
+                al = gl.load(a_ptr + rows * (K // GROUP) + k0 // GROUP, mask=nmask, other=0.0).to(gl.float32)
+                idx = (b[:, None, :] >> sh[None, :, None]) & (NT - 1)
+                acc += gl.gather(tab, idx, 2) * al[None, None, :]
+        tot = gl.sum(gl.sum(acc, axis=1), axis=0)
+        if SPLIT_K == 1:
+            gl.store(y_ptr + rn, tot.to(y_ptr.dtype.element_ty), mask=nmask)
+        else:
+            gl.store(ws_ptr + pid_k * N + rn, tot, mask=nmask)
+            _gl_barrier()
+            arrived = gl.atomic_add(lock_ptr + pid_n, 1, sem='acq_rel')
+            if arrived == SPLIT_K - 1:   # the last program of this row block reduces
+                tot = gl.zeros_like(tot)
+                for sk in range(0, SPLIT_K):
+                    tot += gl.load(ws_ptr + sk * N + rn, mask=nmask, other=0.0, cache_modifier='.cg')
+                gl.store(y_ptr + rn, tot.to(y_ptr.dtype.element_ty), mask=nmask)
+                gl.atomic_xchg(lock_ptr + pid_n, 0)
+
 @triton.jit
 def _empty(p): pass
 
@@ -333,6 +513,38 @@ def bcq_v2(x, b, a, bn, bk, tiles, nw):
         XBF16=x.dtype == torch.bfloat16 and not INTERP, EVEN_N=N % bn == 0, num_warps=nw, num_stages=1)
     return y.to(x.dtype)
 
+_LUT_BUF: dict = {}
+
+def bcq_lut(x, b, a, mu, bn, bk, split, nw, glob=0, st=1):
+    "LUT BCQ mat-vec (M = 1): `_bcq_lut` with MU = mu over `split` K slices; glob: table built once per call in global memory."
+    M, K = x.shape; Q, N = b.shape[:2]; group = K // a.shape[2]
+    if M != 1 or K % bk or group % bk or bk % 32 or mu not in (4, 8): raise ValueError('bad tiling')
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    lut = y
+    if glob:
+        key = (x.device, K, mu)
+        if key not in _LUT_BUF: _LUT_BUF[key] = torch.empty(K // mu * (1 << mu), dtype=torch.float32, device=x.device)
+        lut = _LUT_BUF[key]
+        _bcq_lut_build[(K // bk,)](x, lut, MU=mu, BLOCK_K=bk, num_warps=4)
+    _bcq_lut[(-(-N // bn) * split,)](x, b, a, y, ws if ws is not None else y, locks, lut, N, K, K // 32, split,
+        Q=Q, MU=mu, GROUP=group, BLOCK_N=bn, BLOCK_K=bk, GLOBAL=bool(glob), STAGES=st, num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
+def bcq_lut_smem(x, b, a, mu, bn, bk, split, nw):
+    "Gluon shared-memory LUT BCQ mat-vec (M = 1): table build (Triton) + `_bcq_lut_smem`."
+    M, K = x.shape; Q, N = b.shape[:2]; group = K // a.shape[2]
+    if gluon is None or INTERP: raise RuntimeError('Gluon kernels need a GPU (no interpreter support)')
+    if M != 1 or K % bk or group % bk or bk % 32 or mu not in (4, 8) or bk // mu > 32 or bn % (32 * nw): raise ValueError('bad tiling')
+    key = (x.device, K, mu)
+    if key not in _LUT_BUF: _LUT_BUF[key] = torch.empty(K // mu * (1 << mu), dtype=torch.float32, device=x.device)
+    lut = _LUT_BUF[key]
+    _bcq_lut_build[(K // bk,)](x, lut, MU=mu, BLOCK_K=bk, num_warps=4)
+    y = torch.empty(1, N, dtype=x.dtype, device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _bcq_lut_smem[(-(-N // bn) * split,)](lut, b, a, y, ws if ws is not None else y, locks, N, K, K // 32, split, Q=Q, MU=mu, GROUP=group, BLOCK_N=bn, BLOCK_K=bk, NW=nw, num_warps=nw)
+    return y
+
 # ----------------------------------------------------------------------------------------------------------------
 # data and candidates
 
@@ -386,6 +598,19 @@ def candidates(N, K, M, cpu=False):
             if kt(bk):
                 c = KernelConfig('mv', bn, bk, sp, nw, 1)
                 add(f'bcq mv {bn}x{bk} sk{sp} w{nw}', 'bcq_mv_sk1', 'bcq', lambda d, c=c: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], config=c, kernel_layout=True)))
+        # LUT-GEMM BCQ (round 5): global table (one small build kernel per call + the mat-vec), MU = 8 and 4; tl.gather once
+        lut = ([(mu, bn, 128, sp, nw) for mu in (8, 4) for bn, sp, nw in [(128, 2, 4), (128, 4, 4), (64, 1, 4), (64, 2, 4), (256, 4, 8), (32, 1, 4)]]
+               if not cpu else [(8, 16, 64, 2, 4), (4, 32, 128, 1, 4)])
+        for mu, bn, bk, sp, nw in lut:
+            if kt(bk) and sp <= kt(bk):
+                add(f'lut{mu} g {bn}x{bk} sk{sp} w{nw}', f'bcq_lut{mu}', 'bcq', lambda d, a=(mu, bn, bk, sp, nw): (lambda: bcq_lut(d['x'], d['bk'], d['a'], *a, 1)))
+        for mu, bn, bk, sp, nw in ([(4, 32, 128, 2, 4), (4, 64, 128, 1, 4)] if not cpu else [(4, 16, 64, 2, 4)]):
+            if kt(bk) and sp <= kt(bk):
+                add(f'lut{mu} gather {bn}x{bk} sk{sp} w{nw}', 'bcq_lut_gather', 'bcq', lambda d, a=(mu, bn, bk, sp, nw): (lambda: bcq_lut(d['x'], d['bk'], d['a'], *a, 0)))
+        if not cpu and gluon is not None:   # Gluon shared-memory tables (one row per lane: bn = 32 · warps)
+            for mu, bn, sp, nw in [(4, 64, 4, 2), (4, 128, 4, 4), (4, 128, 8, 4), (4, 64, 10, 2), (8, 128, 4, 4), (8, 128, 8, 4), (8, 256, 4, 8), (8, 64, 5, 2)]:
+                if kt(128) and sp <= kt(128):
+                    add(f'lut{mu} smem {bn}x128 sk{sp} w{nw}', f'bcq_lut{mu}_smem', 'bcq', lambda d, a=(mu, bn, 128, sp, nw): (lambda: bcq_lut_smem(d['x'], d['bk'], d['a'], *a)))
         if not cpu and (N, K) == (9216, 2560):
             for bn, bk, nw in [(32, 512, 4), (16, 512, 2), (32, 256, 2)]:
                 add(f"loadonly loop {bn}x{bk} w{nw} sk1", 'floor', 'none', lambda d, a=(bn, bk, nw): (lambda: w4_v2(d['x'], d['w4k'], d['s4'], a[0], a[1], 0, a[2], 0, 1, 0, 1, 1, 1)))
@@ -447,6 +672,34 @@ def final_checks(dev='cuda', shapes=CHECK_SHAPES, dtypes=CHECK_DTYPES):
     for r in bad[:10]: print('  BAD', r)
     return dict(n=len(out), bad=bad, max_err=max(r['err'] for r in out), locks_zero=locks_zero)
 
+def lut_checks(dev='cpu', Qs=(2, 3, 4), groups=(64, 128)):
+    """The LUT kernels at Q = 2, 3, 4, groups 64 / 128, MU = 4 / 8, global table and tl.gather, an uneven N, split-K 1-2
+    (the sweep's own data is Q = 3, group 128 only). On the GPU (bf16 activations) the global-table and Gluon
+    shared-memory kernels, fewer configs (compile time)."""
+    bad, rows = 0, []
+    for Q in Qs:
+        for g in groups:
+            torch.manual_seed(Q * 1000 + g)
+            N, Kd = 40, 512
+            b = Kn.bcq_to_kernel_layout(Kn.pack_sign_words(torch.randint(0, 2, (Q, N, Kd), device=dev) * 2 - 1))
+            a = ((torch.rand(Q, N, Kd // g, device=dev) * 0.01) / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(torch.float32 if dev == 'cpu' else torch.bfloat16)
+            x = torch.randn(1, Kd, device=dev).to(torch.float32 if dev == 'cpu' else torch.bfloat16)
+            ref = Kn.bcq_mm_ref(x, b, a, kernel_layout=True)
+            runs = [(f'mu={mu} {"global" if glob else "gather"} {bn}x{bk} sk{sp}', lambda mu=mu, glob=glob, bn=bn, bk=bk, sp=sp: bcq_lut(x, b, a, mu, bn, bk, sp, 4, glob))
+                    for mu in (4, 8) for glob in (1, 0) for bn, bk, sp in ((16, 64, 2), (32, min(g, 128), 1)) if dev == 'cpu' or (glob and bn == 16)]
+            if dev != 'cpu' and gluon is not None:
+                runs += [(f'mu={mu} smem {bn}x{bk} sk{sp}', lambda mu=mu, bn=bn, bk=bk, sp=sp, nw=nw: bcq_lut_smem(x, b, a, mu, bn, bk, sp, nw))
+                         for mu in (4, 8) for bn, bk, sp, nw in ((64, 64, 3, 2), (32, min(g, 128), 1, 1)) if not (mu == 8 and bn == 32)]
+            for name, fn in runs:
+                try:
+                    e = rel_error(fn(), ref)
+                except Exception as ex:
+                    e = float('inf'); name += f' {type(ex).__name__}: {str(ex)[:200]}'
+                bad += not e < 1e-3
+                rows.append(dict(Q=Q, group=g, name=name, err=e, ok=e < 1e-3))
+                print(f'lut check ({dev}) Q={Q} g={g} {N}x{Kd} {name}: rel.err {e:.2e}', 'ok' if e < 1e-3 else 'FAIL', flush=True)
+    return bad, rows
+
 def check(fmt, d, out):
     if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4k'], d['s4'], kernel_layout=True)
     elif fmt == 'bcq': ref = Kn.bcq_mm_ref(d['x'], d['bk'], d['a'], kernel_layout=True)
@@ -457,10 +710,18 @@ def check(fmt, d, out):
 # parallel compile + check
 
 FINAL = '--final' in sys.argv
+ONLY = sys.argv[sys.argv.index('--only') + 1] if '--only' in sys.argv[:-1] else None   # (read here too: spawned workers see sys.argv)
 
-def _cands(N, K, M): return final_candidates(N, K, M) if FINAL else candidates(N, K, M)
+def _cands(N, K, M):
+    C = final_candidates(N, K, M) if FINAL else candidates(N, K, M)
+    if ONLY: C = [c for c in C if c[1] in ('base', 'w4_cur', 'bcq_cur') or any(o in c[1] for o in ONLY.split(','))]
+    return C
 
 def _worker(args):
+    if args[0] == 'lutcheck':
+        torch.cuda.set_device(0)
+        try: return {args: lut_checks('cuda', (args[1],), (args[2],))}
+        except Exception as e: return {args: (1, [dict(Q=args[1], group=args[2], fail=f'{type(e).__name__}: {e}')])}
     if args[0] == 'check':
         try: return {('check', args[1], args[2]): final_checks('cuda', (args[1],), (args[2],))}
         except Exception as e: return {('check', args[1], args[2]): dict(fail=f'{type(e).__name__}: {e}', bad=[], n=0, max_err=0, locks_zero=True)}
@@ -488,7 +749,7 @@ def precompile(jobs, workers, checks=()):
     ctx = mp.get_context('spawn')
     with ctx.Pool(workers) as pool:
         for ch, r in zip(chunks, pool.imap(_worker, chunks)):
-            if ch[0] == 'check': res.update(r); continue
+            if ch[0] in ('check', 'lutcheck'): res.update(r); continue
             for n, v in r.items(): res[(ch[0], ch[1], ch[2], n)] = v
     return res
 
@@ -508,6 +769,7 @@ def main():
     ap.add_argument('--workers', type=int, default=12)
     ap.add_argument('--sections', default='main,other')
     ap.add_argument('--final', action='store_true', help='validation of the library dispatch (mv2) instead of the exploration')
+    ap.add_argument('--only', default=None, help='comma-separated family substrings (e.g. lut): time only those candidates plus bf16 / tinygemm / current kernels')
     a = ap.parse_args()
     t0 = time.time()
     if CPU or a.cpu:
@@ -525,6 +787,7 @@ def main():
                         traceback.print_exc()
                     bad += not ok
                     print(f'{N}x{Kd} M={M} {name:40s} rel.err {e}', 'ok' if ok else 'FAIL', flush=True)
+        bad += lut_checks()[0]
         r = final_checks('cpu', ((40, 512, 128), (33, 512, 64)))
         bad += len(r['bad']) + (not r['locks_zero'])
         print('cpu check done,', bad, 'failures', f'({time.time() - t0:.0f} s)')
@@ -540,10 +803,18 @@ def main():
     if a.final:
         main_shape = [(9216, 2560, 1), (4096, 2560, 1), (2560, 9216, 1), (8192, 2560, 1), (1024, 2560, 1), (2560, 4096, 1)]
         other = [(9216, 2560, 16), (4096, 2560, 16), (2560, 9216, 16)]
+    if a.only:   # a focused M = 1 round
+        main_shape, other = [(9216, 2560, 1)], [(4096, 2560, 1), (2560, 9216, 1)]
     jobs = [(N, Kd, M, [c[0] for c in _cands(N, Kd, M)]) for N, Kd, M in main_shape]
     t = time.time()
     checks = [('check', sh, dt) for sh in CHECK_SHAPES for dt in CHECK_DTYPES] if a.final else []
+    if a.only and 'lut' in a.only: checks += [('lutcheck', Q, g) for Q in (2, 4) for g in (64, 128)]
     pre = precompile(jobs, a.workers, checks)
+    lc = [pre.pop(k) for k in list(pre) if k[0] == 'lutcheck']
+    if lc:
+        res['lut_checks'] = dict(bad=sum(r[0] for r in lc), rows=[row for r in lc for row in r[1]])
+        print(f"lut checks: {len(res['lut_checks']['rows'])} launches, {res['lut_checks']['bad']} failures",
+              [r for r in res['lut_checks']['rows'] if not r.get('ok')][:8], flush=True)
     if a.final:
         cr = [pre.pop(k) for k in list(pre) if k[0] == 'check']
         res['checks'] = dict(launches=sum(r['n'] for r in cr), bad=[b for r in cr for b in r['bad']], fails=[r['fail'] for r in cr if 'fail' in r],
