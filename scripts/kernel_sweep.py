@@ -175,6 +175,17 @@ def _bit_fma(v, p: tl.constexpr, xsc, acc, ONE):
     return tl.fma(((v & (1 << p)) | ONE).to(tl.float32, bitcast=True), xsc, acc)
 
 @triton.jit
+def _plane_load(b_ptr, a_ptr, r, bo, ao, nmask, KW, K, GROUP: tl.constexpr, EVEN_N: tl.constexpr):
+    "One plane's sign words (rows r, word offsets bo) and alphas (group offsets ao); unmasked when N fills the blocks."
+    if EVEN_N:
+        b = tl.load(b_ptr + r[:, None, None] * KW + bo, eviction_policy='evict_first')
+        al = tl.load(a_ptr + r[:, None] * (K // GROUP) + ao)
+    else:
+        b = tl.load(b_ptr + r[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
+        al = tl.load(a_ptr + r[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+    return b, al
+
+@triton.jit
 def _bcq_mv_v2(
     x_ptr, b_ptr, a_ptr, y_ptr, ws_ptr, lock_ptr,
     N, K, KW, SPLIT_K, ONE,
@@ -194,36 +205,10 @@ def _bcq_mv_v2(
         r0 = rn.to(tl.int64)
         bo = (t * (BLOCK_K // 32) + rw)[None, :, :]
         ao = ((t * BLOCK_K + sg * (WPG * 32)) // GROUP)[None, :]
-        if EVEN_N:
-            b0 = tl.load(b_ptr + r0[:, None, None] * KW + bo, eviction_policy='evict_first')
-            al0 = tl.load(a_ptr + r0[:, None] * (K // GROUP) + ao)
-        else:
-            b0 = tl.load(b_ptr + r0[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
-            al0 = tl.load(a_ptr + r0[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
-        if Q > 1:
-            r1 = r0 + N
-            if EVEN_N:
-                b1 = tl.load(b_ptr + r1[:, None, None] * KW + bo, eviction_policy='evict_first')
-                al1 = tl.load(a_ptr + r1[:, None] * (K // GROUP) + ao)
-            else:
-                b1 = tl.load(b_ptr + r1[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
-                al1 = tl.load(a_ptr + r1[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
-        if Q > 2:
-            r2 = r0 + 2 * N
-            if EVEN_N:
-                b2 = tl.load(b_ptr + r2[:, None, None] * KW + bo, eviction_policy='evict_first')
-                al2 = tl.load(a_ptr + r2[:, None] * (K // GROUP) + ao)
-            else:
-                b2 = tl.load(b_ptr + r2[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
-                al2 = tl.load(a_ptr + r2[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
-        if Q > 3:
-            r3 = r0 + 3 * N
-            if EVEN_N:
-                b3 = tl.load(b_ptr + r3[:, None, None] * KW + bo, eviction_policy='evict_first')
-                al3 = tl.load(a_ptr + r3[:, None] * (K // GROUP) + ao)
-            else:
-                b3 = tl.load(b_ptr + r3[:, None, None] * KW + bo, mask=nmask[:, None, None], other=0, eviction_policy='evict_first')
-                al3 = tl.load(a_ptr + r3[:, None] * (K // GROUP) + ao, mask=nmask[:, None], other=0.0)
+        b0, al0 = _plane_load(b_ptr, a_ptr, r0, bo, ao, nmask, KW, K, GROUP, EVEN_N)
+        if Q > 1: b1, al1 = _plane_load(b_ptr, a_ptr, r0 + N, bo, ao, nmask, KW, K, GROUP, EVEN_N)
+        if Q > 2: b2, al2 = _plane_load(b_ptr, a_ptr, r0 + 2 * N, bo, ao, nmask, KW, K, GROUP, EVEN_N)
+        if Q > 3: b3, al3 = _plane_load(b_ptr, a_ptr, r0 + 3 * N, bo, ao, nmask, KW, K, GROUP, EVEN_N)
         xb = x_ptr + t * BLOCK_K + rw * 32
         xs = tl.zeros((G, WPG), dtype=tl.float32)    # Σ x
         xsc = tl.zeros((G, WPG), dtype=tl.float32)   # Σ x' (what the FFMAs add on top of the bit sums)
@@ -455,17 +440,6 @@ if gluon is not None:
                     tot += gl.load(ws_ptr + sk * N + rn, mask=nmask, other=0.0, cache_modifier='.cg')
                 gl.store(y_ptr + rn, tot.to(y_ptr.dtype.element_ty), mask=nmask)
                 gl.atomic_xchg(lock_ptr + pid_n, 0)
-
-@triton.jit
-def _empty(p): pass
-
-@triton.jit
-def _readsum(p, out, n_words, BLOCK: tl.constexpr, ITERS: tl.constexpr):
-    pid = tl.program_id(0); acc = tl.zeros((BLOCK,), tl.int32)
-    for i in tl.static_range(ITERS):
-        o = (pid * ITERS + i) * BLOCK + tl.arange(0, BLOCK)
-        acc ^= tl.load(p + o, mask=o < n_words, other=0)
-    tl.store(out + pid, tl.sum(acc, 0))
 
 # ----------------------------------------------------------------------------------------------------------------
 # launchers
@@ -822,14 +796,10 @@ def main():
         print('checks:', {k: v for k, v in res['checks'].items() if k != 'bad'}, 'bad:', res['checks']['bad'][:5], flush=True)
     print(f'precompiled {len(pre)} candidates in {time.time() - t:.0f} s', flush=True)
     res['precompile_s'] = time.time() - t
-    # floors
-    buf = torch.zeros(16, device=dev)
-    res['floors']['empty_us'] = Kn._bench(lambda: _empty[(1,)](buf))
-    nbytes = Kn.weight_bytes('w4a16', 9216, 2560)
-    wflat = torch.randint(0, 2**31 - 1, (nbytes // 4,), device=dev, dtype=torch.int32); o = torch.empty(1 << 20, device=dev, dtype=torch.int32)
-    for B, I, nw in [(1024, 1, 4), (1024, 4, 4), (2048, 2, 8), (4096, 4, 8)]:
-        res['floors'][f'read_w4a16_9216x2560_B{B}_I{I}_w{nw}_us'] = Kn._bench(lambda: _readsum[(triton.cdiv(wflat.numel(), B * I),)](wflat, o, wflat.numel(), BLOCK=B, ITERS=I, num_warps=nw))
-    print('floors', {k: round(v, 2) for k, v in res['floors'].items()}, flush=True)
+    # floors: the benchmark runner's (empty kernel, streaming read of the key shape's W4A16 bytes; same timer)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'tests'))
+    from gpu_kernels_run import floors
+    res['floors'] = floors()
     save()
 
     def time_shape(N, Kd, M, names=None, prechecked=None):
