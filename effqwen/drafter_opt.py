@@ -284,8 +284,9 @@ DRAFTER_SIZES = {
                        # lr: the recipe's 1e-3. The H200 stall (at 1e-3 and at 6e-3) was bf16 autocast: stage-1 pos-1 accuracy 0.02 on
                        # its own training chunks, against 0.996 in float32 (data/results/drafter_gpu_bf16_autocast_train.json vs drafter_training_gpu.json).
                        # Train drafters in float32 (TF32 matmuls) on the GPU.
-                       # data: 12K mixed prompts (the 2048 of `train_prompts` were only ~1.3K distinct and were memorised)
-                       regen_prompts=12288, int4_prompts=6144, regen_max_new=256, prompt_pool='mixed', draft_vocab=16384,
+                       # data: 12K mixed prompts (the 2048 of `train_prompts` were only ~1.3K distinct and were memorised),
+                       # answered by both targets (stage 2 and direct train on the INT4 answers: as many as stage 1 gets)
+                       regen_prompts=12288, int4_prompts=12288, regen_max_new=256, prompt_pool='mixed', draft_vocab=16384,
                        pack_len=1024, eval_prompts=32, eval_long=16,
                        long_tokens=4096, eval_new=256, calib_convs=128, awq_n_grid=20, swa_long_tokens=6144,
                        swa_prompts=8, swa_new=128),

@@ -93,10 +93,11 @@ def apply_w4a16(model, q: dict) -> tuple[int, int]:
 # ------------------------------------------------------------------------------------------------------------ regen
 def regen_path(work: Path, name: str) -> Path: return work/f'regen_{name}.json'
 
-def regen(work: Path, deadline_s: float, batch: int):
+def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('bf16', 'int4')):
     """Greedy answers of the BF16 and the INT4 target (bf16, the dtype speculative decoding serves) to the bundle's
     training prompts, in batches of similar prompt length; each finished batch is saved (atomically) under `work`, so
-    a command cut short by its deadline keeps what it generated and the next `regen` call continues."""
+    a command cut short by its deadline keeps what it generated and the next `regen` call continues. `only` picks the
+    targets (one process per GPU: `--only bf16` on one, `--only int4` on the other)."""
     t_start = time.time()
     from effqwen.regen import generate_texts
     from effqwen.model import chat_prompt
@@ -104,7 +105,7 @@ def regen(work: Path, deadline_s: float, batch: int):
     bf16, int4, tok = load_models(work)
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
-    jobs = (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts))
+    jobs = tuple(j for j in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)) if j[0] in only)
     t_models = time.time() - t_start
     for name, model, n in jobs:                                   # each target gets its share of the time (by prompt count)
         path = regen_path(work, name)
@@ -112,7 +113,7 @@ def regen(work: Path, deadline_s: float, batch: int):
         todo = [i for i in range(min(n, len(templ))) if str(i) not in done]   # prompts come shuffled (drafter_prompts)
         todo = [i for w in range(0, len(todo), 4 * batch) for i in sorted(todo[w:w + 4 * batch], key=lambda i: len(templ[i]))]  # less padding, same mix
         t = time.time(); per = None
-        until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name == 'bf16' else t_start + deadline_s
+        until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name != jobs[-1][0] else t_start + deadline_s
         for j in range(0, len(todo), batch):
             left = until - time.time()
             if left < (1.1 * per if per else 0) + 10: log(f'{name}: deadline, {len(done)}/{n} done'); break
@@ -126,14 +127,25 @@ def regen(work: Path, deadline_s: float, batch: int):
         tf.write_text(str((float(tf.read_text()) if tf.exists() else 0.0) + time.time() - t))
 
 # ------------------------------------------------------------------------------------------------------------ train
-def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True):
+DRAFTERS = ('stage1', 'stage2', 'direct')
+DATA_OF = dict(stage1='bf16', stage2='int4', direct='int4')     # whose answers each drafter trains on
+
+def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True,
+          drafters: tuple[str, ...] = DRAFTERS):
     """budget_s: training seconds wanted; deadline_s: the whole command's seconds (the device's 10-minute limit), so the
-    training budget shrinks by whatever loading and regeneration took."""
+    training budget shrinks by whatever loading and regeneration took.
+
+    `drafters` picks which of the three this process trains, so that two GPUs share the work: `--drafters stage1` on
+    one and `--drafters direct,stage2` on the other (stage 2 starts from the saved stage-1 drafter and waits for it).
+    The profile's step counts are scaled to fit the budget on the longest chain the plan runs in one process: all three
+    in a row (2·steps1 + steps2) in one process, steps1 + steps2 when the drafters are split. Writes
+    work/train_<drafters>.json (`load_train` merges the parts)."""
     t_start = time.time()
+    if not drafters or any(k not in DRAFTERS for k in drafters): raise ValueError(f'--drafters {drafters}: pick from {DRAFTERS}')
     from effqwen.core import set_determinism
     from effqwen.regen import generate_texts, pack
     from effqwen.model import chat_prompt
-    from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter
+    from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter, load_drafter
     from effqwen.drafter_opt import pack_features, mask_token_for, clone_drafter, frequent_tokens
     p, S = sizes()
     from dataclasses import replace
@@ -145,6 +157,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     info, data = {}, {}
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
+        if name not in {DATA_OF[k] for k in drafters}: continue
         t = time.time(); path = regen_path(work, name)
         if path.exists():                                         # answers from `regen` (bf16 targets), in prompt order
             done = json.loads(path.read_text()); idx = sorted(int(i) for i in done)
@@ -165,6 +178,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
         log(name, info[name])
+    target = dict(bf16=bf16, int4=int4)
     dv = S.draft_vocab
     def fresh(d, target):
         set_determinism(p.seed); m = DFlashDrafter(cfg).to(DEV).bind(target)
@@ -175,38 +189,62 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
             return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
                                  seed=seed, features=d['feats'])
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
-    t = time.time(); run(fresh(data['bf16'], bf16), data['bf16'], 5, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
-    t = time.time(); run(fresh(data['bf16'], bf16), data['bf16'], 10, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
+    d0 = data[DATA_OF[drafters[0]]]
+    t = time.time(); run(fresh(d0, bf16), d0, 5, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
+    t = time.time(); run(fresh(d0, bf16), d0, 10, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
     step_s = (time.time() - t) / 10
-    want = 2 * S.steps1 + S.steps2
+    want = 2 * S.steps1 + S.steps2 if set(drafters) == set(DRAFTERS) else S.steps1 + S.steps2
     budget_s = min(budget_s, deadline_s - (time.time() - t_start) - 40)     # 40 s: held-out accuracy + saving
     if budget_s < 30: raise RuntimeError(f'only {budget_s:.0f} s left for training: regenerate fewer conversations')
     scale = min(1.0, budget_s / (want * step_s))
     steps1, steps2 = max(1, int(S.steps1 * scale)), max(1, int(S.steps2 * scale))
     log(f'step {step_s * 1e3:.0f} ms: steps1 {steps1} (profile {S.steps1}), steps2 {steps2} (profile {S.steps2})')
     hist, dr = {}, {}
-    dr['stage1'] = fresh(data['bf16'], bf16); hist['stage1'] = run(dr['stage1'], data['bf16'], steps1, S.lr, p.seed)
-    log('stage1', hist['stage1'].seconds, sum(hist['stage1'].accs[-20:]) / 20)
-    dr['stage2'] = clone_drafter(dr['stage1']).bind(int4); hist['stage2'] = run(dr['stage2'], data['int4'], steps2, S.lr2, p.seed + 1)
-    log('stage2', hist['stage2'].seconds, sum(hist['stage2'].accs[-20:]) / 20)
-    dr['direct'] = fresh(data['int4'], int4); hist['direct'] = run(dr['direct'], data['int4'], steps1, S.lr, p.seed)
-    log('direct', hist['direct'].seconds, sum(hist['direct'].accs[-20:]) / 20)
+    order = [k for k in ('stage1', 'direct', 'stage2') if k in drafters]  # stage 2 last: it may wait for another process's stage 1
+    for k in order:
+        d = data[DATA_OF[k]]
+        if k == 'stage2':
+            if 'stage1' in dr: s1 = dr['stage1']
+            else:                                                 # trained by the other process: wait for its saved drafter
+                f = work/'drafters'/'stage1'/'model.safetensors'
+                while not f.exists():
+                    if time.time() - t_start > deadline_s - 60: raise RuntimeError('stage 1 drafter did not appear in time')
+                    time.sleep(2)
+                time.sleep(2); s1 = load_drafter(work/'drafters'/'stage1', bf16).to(DEV).float()
+                log('stage2 starts from the other process\'s stage 1')
+            dr[k] = clone_drafter(s1).bind(int4); hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1)
+        else:
+            dr[k] = fresh(d, target[DATA_OF[k]]); hist[k] = run(dr[k], d, steps1, S.lr, p.seed)
+        log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20)
+        tmp = save_drafter(dr[k], work/'drafters'/f'{k}.partial')   # saved at once (whole, then renamed): stage 2 may be waiting for it
+        import shutil; shutil.rmtree(work/'drafters'/k, ignore_errors=True); tmp.rename(work/'drafters'/k)
     from effqwen.dflash import block_accuracy
     acc = {}
     for k, m in dr.items():
-        d = data['bf16' if k == 'stage1' else 'int4']; n = len(d['held'][0])
+        d = data[DATA_OF[k]]; n = len(d['held'][0])
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
           acc[k] = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
                   (('train', (d['ids'][:n], d['feats'][:n], d['loss_mask'][:n])), ('held_out', d['held']))}
         log(k, {sp: ([round(x, 3) for x in v['acc'][:4]], round(v['tau'], 2)) for sp, v in acc[k].items()})
-        save_drafter(m, work/'drafters'/k)
-    st = dict(data=info, step_ms=step_s * 1e3, steps=dict(stage1=steps1, stage2=steps2, direct=steps1),
+    st = dict(data=info, step_ms=step_s * 1e3, steps={k: steps2 if k == 'stage2' else steps1 for k in dr},
               profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, precision='fp32' if fp32 else 'bf16 autocast', drafter=cfg.to_json(),
-              sizes={k: v for k, v in S.__dict__.items()},
+              sizes={k: v for k, v in S.__dict__.items()}, processes=1,
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
               train_s={k: h.seconds for k, h in hist.items()}, block_accuracy=acc)
-    (work/'train.json').write_text(json.dumps(st))
+    (work/f"train_{'_'.join(order)}.json").write_text(json.dumps(st))
     log('train done')
+
+def load_train(work: Path) -> dict:
+    "The training record: train.json of a one-process run, or the train_*.json parts of a split one merged (per-drafter fields joined)."
+    parts = [json.loads(f.read_text()) for f in sorted(work.glob('train_*.json'))]
+    if not parts and (work/'train.json').exists(): return json.loads((work/'train.json').read_text())
+    if not parts: raise ValueError(f'{work} holds no train.json or train_*.json: run the train stage first')
+    st = dict(parts[0])
+    for k in ('data', 'steps', 'losses', 'accs', 'train_s', 'block_accuracy'): st[k] = {kk: vv for q in parts for kk, vv in q[k].items()}
+    st['step_ms'], st['budget_s'], st['processes'] = max(q['step_ms'] for q in parts), max(q['budget_s'] for q in parts), len(parts)
+    missing = [k for k in DRAFTERS if k not in st['steps']]
+    if missing: raise ValueError(f'train parts lack {missing}: run train --drafters for them')
+    return st
 
 # ----------------------------------------------------------------------------------------------------- losslessness
 @torch.no_grad()
@@ -233,12 +271,11 @@ def lossless_check(e, sd, model, tok, questions, dtype: str, stops, n_new: int =
 
 def lossless32(work: Path, out: Path, n_lossless: int):
     """The losslessness check on a float32 copy of the INT4 target and the stage-2 drafter, TF32 off (verify-16 and
-    decode-1 then round alike but for ~1e-6); added to the result of the `eval` call (`work/eval_full.json`)."""
+    decode-1 then round alike but for ~1e-6). Needs only the trained drafters, so it can run on a second GPU beside
+    `eval`; it writes work/lossless_fp32.json and `merge` adds it to the eval's result."""
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter
-    from effqwen.core import write_result
     p, S = sizes()
-    base = json.loads((work/'eval_full.json').read_text())
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     _, int4_32, tok = load_models(work, dtype=torch.float32, with_bf16=False)
@@ -247,8 +284,17 @@ def lossless32(work: Path, out: Path, n_lossless: int):
     maxlen = max(len(tok(q).input_ids) for q in qs) + 64 + 128 + 2 * S.block
     eng32 = Engine(int4_32, max_seq_len=maxlen, tap_layers=tuple(d32.target_layer_ids)); sd32 = StaticDrafter(d32, maxlen)
     ll32 = lossless_check(eng32, sd32, int4_32, tok, qs, 'float32', stops)
-    os.environ['EFFQWEN_OUT'] = str(out)
-    base['lossless_fp32'] = ll32
+    tmp = work/'lossless_fp32.tmp'; tmp.write_text(json.dumps(ll32)); tmp.replace(work/'lossless_fp32.json')
+    if (work/'eval_full.json').exists(): merge(work, out)
+
+def merge(work: Path, out: Path):
+    "Write the result: the eval (work/eval_full.json) plus the float32 losslessness check (work/lossless_fp32.json) if it ran."
+    from effqwen.core import write_result
+    p, S = sizes()
+    base = json.loads((work/'eval_full.json').read_text())
+    f = work/'lossless_fp32.json'
+    if f.exists(): base['lossless_fp32'] = json.loads(f.read_text())
+    os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
     log('wrote', write_result('drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun', base, p, device=DEV))
 
 # ------------------------------------------------------------------------------------------------------------- eval
@@ -260,7 +306,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     p, S = sizes()
     _, int4, tok = load_models(work, with_bf16=False)                # eval runs on the INT4 target only
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
-    st = json.loads((work/'train.json').read_text())
+    st = load_train(work)
     bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
     names = ['direct', 'stage1', 'stage2']
     dr = {k: load_drafter(work/'drafters'/k, int4).to(DEV).to(next(int4.parameters()).dtype).eval() for k in names}
@@ -298,17 +344,14 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     for k in names:
         for o in res[k].values():
             o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
-    from effqwen.core import write_result
-    os.environ['EFFQWEN_OUT'] = str(out)          # -> $OUT/data/results/drafter_training_gpu.json, stamped with provenance
-    name = 'drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun'
     def save(**extra):                            # written after each phase: a run cut short by the device's limit keeps what it measured
         doc = dict(train=st, eval=res, step_ms=step_ms, eval_prompts={b: len(v) for b, v in bench.items()},
                    long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
                    hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
                    engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, **({'lossless_extra': None} | extra),
                    peak_mem_gb=torch.cuda.max_memory_allocated() / 2**30 if DEV == 'cuda' else None, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
-        (work/'eval_full.json').write_text(json.dumps(doc, default=float))   # the base `lossless32` adds to in a later call
-        log('wrote', write_result(name, doc, p, device=DEV))
+        tmp = work/'eval_full.tmp'; tmp.write_text(json.dumps(doc, default=float)); tmp.replace(work/'eval_full.json')  # what `merge` writes out
+        merge(work, out)
     hf_tau, ar_vs_hf = [], []
     save()                                        # the eval is kept even if the cross-checks below run out of time
     # cross-checks: the HF-loop speculative decoding gives the same tau (same drafter, same target), and the
@@ -325,6 +368,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     ll = lossless(eng, sds['stage2'], int4, 'bfloat16')
     save(lossless_extra=ll)
     if fp32: lossless32(work, out, n_lossless)
+    merge(work, out)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------------------------- render
@@ -395,7 +439,9 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'lossless32', 'render'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'lossless32', 'merge', 'render'])
+    ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
+    ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
     ap.add_argument('--batch', type=int, default=512, help='regen: conversations per generate call')
     ap.add_argument('--result', default='data/results/drafter_training_gpu.json')
@@ -413,8 +459,9 @@ def main():
     work = Path(a.work); work.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(0)
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
-    elif a.stage == 'regen': regen(work, a.deadline, a.batch)
-    elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast)
+    elif a.stage == 'regen': regen(work, a.deadline, a.batch, tuple(a.only.split(',')))
+    elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast, tuple(a.drafters.split(',')))
+    elif a.stage == 'merge': merge(work, Path(os.environ.get('OUT', '/tmp/out')))
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)
     elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
     else: render(Path(a.result))
