@@ -693,6 +693,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     c, dev, dt, B = self.cfg, self.device, self.dtype, self.block_size
     if max_seq_len < B + 4: raise ValueError(f'max_seq_len={max_seq_len} is too small: it must hold at least block_size + 4 = {B + 4} tokens')
     self.max_seq_len = max_seq_len
+    self.cache_len = -(-max_seq_len // 64) * 64                      # cache rows: padded to 64 (see the note below)
     for L in self.layers:
         if L.kind == 'linear_attention':
             L.conv_buf = torch.zeros(c.conv_dim, c.conv_kernel, device=dev, dtype=dt)
@@ -702,7 +703,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
                          torch.zeros(c.lin_v_heads, B, c.lin_v_dim, device=dev),               # v_new
                          torch.zeros(c.lin_v_heads, B, device=dev))                             # c (cumulative log-decay)
         else:
-            L.kc = torch.zeros(c.n_kv_heads, max_seq_len, c.head_dim, device=dev, dtype=dt)
+            L.kc = torch.zeros(c.n_kv_heads, self.cache_len, c.head_dim, device=dev, dtype=dt)
             L.vc = torch.zeros_like(L.kc)
     self.cos, self.sin = _rope_table(self.model, c, max_seq_len, dev, dt)
     if self.fused and 'full_attention' in c.layer_types:               # split-K attention scratch, shared by the layers
@@ -748,7 +749,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         idx = self.pos + torch.arange(T, device=self.device)
         x, cos, sin = self.embed(self.tok[:T]), self.cos.index_select(0, idx), self.sin.index_select(0, idx)
     if fz and mode == 'verify':                                                    # causal mask over the static cache, once per step
-        see = torch.arange(self.max_seq_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
+        see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     for i, L in enumerate(self.layers):
         x, h = norm(x, pending, L.in_w)
@@ -974,10 +975,11 @@ class StaticDrafter:
         if drafter._embed is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
         cfg = drafter.cfg
         self.d, self.cfg, self.max_seq_len = drafter, cfg, max_seq_len
+        self.cache_len = -(-max_seq_len // 64) * 64                             # padded like the engine's cache (aligned matmuls)
         self.layer_ids, self.block_size = drafter.target_layer_ids, cfg.block_size
         w = drafter.norm.weight
         self.device, dev, dt, B = w.device, w.device, w.dtype, cfg.block_size
-        self.kc = [torch.zeros(cfg.num_key_value_heads, max_seq_len, cfg.head_dim, device=dev, dtype=dt) for _ in drafter.layers]
+        self.kc = [torch.zeros(cfg.num_key_value_heads, self.cache_len, cfg.head_dim, device=dev, dtype=dt) for _ in drafter.layers]
         self.vc = [torch.zeros_like(k) for k in self.kc]
         self.ctx_in = torch.zeros(B, cfg.n_taps * cfg.hidden_size, device=dev, dtype=dt)   # new context rows (padded)
         self.n_new = torch.zeros(1, dtype=torch.long, device=dev)      # how many ctx_in rows are real
@@ -1008,7 +1010,7 @@ class StaticDrafter:
         cs = rope_cos_sin(qpos[None], cfg.head_dim, cfg.rope_theta)
         W = cfg.sliding_window
         if W is None:
-            kidx = torch.arange(self.max_seq_len, device=dev)
+            kidx = torch.arange(self.cache_len, device=dev)
             see_c = (kidx[None] < start).expand(B, -1)
         else:                                                                  # the W-1 context keys before the anchor
             kidx = start - (W - 1) + torch.arange(W - 1, device=dev)
