@@ -19,8 +19,8 @@ log = logging.getLogger('effqwen.dflash')
 __all__ = ['log', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin', 'apply_rope',
            'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep', 'DraftCache',
            'sampling_probs', 'sample_anchors', 'block_attention_mask', 'packed_block_forward', 'target_features',
-           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'save_drafter',
-           'load_drafter']
+           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'accept_lengths_at',
+           'walk_tau', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -596,6 +596,57 @@ def block_accuracy(drafter:DFlashDrafter,
     drafter.train(was)
     if not runs: raise ValueError('no response positions to anchor blocks on: check loss_mask')
     return SimpleNamespace(acc=(hits / oks.clamp_min(1)).tolist(), tau=torch.cat(runs).mean().item(), blocks=int(sum(len(r) for r in runs)))
+
+# %% ../nbs/08_dflash.ipynb #6524bc36
+@torch.no_grad()
+def accept_lengths_at(drafter:DFlashDrafter,
+                      input_ids:torch.Tensor, # (S,) one chunk
+                      feats:torch.Tensor, # (S, k·H) its target features
+                      loss_mask:torch.Tensor, # bool (S,) response positions
+                      anchors:torch.Tensor, # (N,) positions to draft from
+                      max_blocks:int=256, # anchors per forward
+                     )->torch.Tensor:
+    "Greedy accepted length + 1 (tokens a round commits) of a block drafted at each anchor, teacher-forced: (N,) long."
+    bs, out = drafter.cfg.block_size, []
+    ids, f, lm = input_ids[None], feats[None], loss_mask[None].bool()
+    for j in range(0, len(anchors), max_blocks):
+        a = anchors[j:j + max_blocks][None]; keep = torch.ones_like(a, dtype=torch.bool)
+        h = packed_block_forward(drafter, ids, f, a).view(1, a.shape[1], bs, -1)[:, :, 1:]
+        pred = drafter.to_target(drafter.draft_logits(h).argmax(-1))
+        lab, ok = (t[:, :, 1:] for t in block_labels(ids, lm, a, keep, bs))
+        out.append(1 + torch.cumprod(((pred == lab) & ok).long(), -1).sum(-1)[0])
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.long)
+
+@torch.no_grad()
+def walk_tau(drafter:DFlashDrafter,
+             input_ids:torch.Tensor, # (B, S) chunks
+             feats:torch.Tensor, # (B, S, k·H) their target features
+             loss_mask:torch.Tensor, # bool (B, S) response positions
+            )->SimpleNamespace:
+    "τ of greedy speculative decoding replayed on teacher-forced text: tokens / rounds over every response span, and each span's lengths."
+    if input_ids.shape != loss_mask.shape or feats.shape[:2] != input_ids.shape:
+        raise ValueError(f'input_ids {tuple(input_ids.shape)}, loss_mask {tuple(loss_mask.shape)} and feats {tuple(feats.shape)} must share (B, S)')
+    was = drafter.training; drafter.eval()
+    spans, tokens, rounds = [], 0, 0
+    for b in range(input_ids.shape[0]):
+        lm = loss_mask[b].bool()
+        pos = lm.nonzero()[:, 0].tolist()
+        runs, start = [], None                                  # maximal runs [s, e] of response positions
+        for i, p in enumerate(pos):
+            if start is None: start = p
+            if i + 1 == len(pos) or pos[i + 1] != p + 1: runs.append((start, p)); start = None
+        runs = [(s, e) for s, e in runs if e > s]               # a span needs a token after its first
+        if not runs: continue
+        anchors = torch.cat([torch.arange(s, e, device=input_ids.device) for s, e in runs])
+        L = dict(zip(anchors.tolist(), accept_lengths_at(drafter, input_ids[b], feats[b], lm, anchors).tolist()))
+        for s, e in runs:
+            p, lens = s, []
+            while p < e:
+                n = min(L[p], e - p); lens.append(n); p += n    # the round commits n tokens; the next starts at the last
+            spans.append(lens); tokens += sum(lens); rounds += len(lens)
+    drafter.train(was)
+    if not rounds: raise ValueError('no response spans of two or more tokens: check loss_mask')
+    return SimpleNamespace(tau=tokens / rounds, rounds=rounds, tokens=tokens, lengths=spans)
 
 # %% ../nbs/08_dflash.ipynb #e94e521a
 def save_drafter(drafter:DFlashDrafter, path:str|Path)->Path:
