@@ -15,12 +15,12 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'EngineConfig', 'fuse_linears',
-           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
-           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_prefill', 'fused_attn_prep',
-           'fused_attn_decode', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_prefill',
+           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -462,14 +462,17 @@ if triton is not None:
     @triton.jit
     def _attn_split_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, mp_ptr, lp_ptr, ap_ptr, LMAX, NS, scale,
                            REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr,
-                           IEEE: tl.constexpr):   # IEEE: float32 products (float32 models; the interpreter, whose bf16 dot is wrong)
+                           IEEE: tl.constexpr,   # IEEE: float32 products (float32 models; the interpreter, whose bf16 dot is wrong)
+                           T: tl.constexpr = 1, H: tl.constexpr = 0):   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
         j = tl.program_id(0); s = tl.program_id(1)
-        L = tl.load(pos_ptr) + 1
+        pos = tl.load(pos_ptr)
+        L = pos + T                                                     # keys the last row sees
         start = s.to(tl.int64) * CHUNK
         if start < L:
-            r = tl.arange(0, BR); mr = r < REP
+            r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
+            lim = pos + t                                               # row r sees keys <= its own position
             d = tl.arange(0, D)
-            q = tl.load(q_ptr + (j * REP + r[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
+            q = tl.load(q_ptr + (t[:, None] * H + j * REP + g[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
             m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
             l_i = tl.zeros((BR,), dtype=tl.float32)
             acc = tl.zeros((BR, D), dtype=tl.float32)
@@ -480,10 +483,11 @@ if triton is not None:
                 k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
                 else: sc = tl.dot(q, tl.trans(k)) * scale
-                sc = tl.where(ml[None, :], sc, float('-inf'))
+                sc = tl.where(ml[None, :] & (lo[None, :] <= lim[:, None]), sc, float('-inf'))
                 m_new = tl.maximum(m_i, tl.max(sc, 1))
-                alpha = tl.exp(m_i - m_new)
-                p = tl.exp(sc - m_new[:, None])
+                m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
+                alpha = tl.exp(m_i - m_ok)
+                p = tl.exp(sc - m_ok[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
                 v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
@@ -495,11 +499,13 @@ if triton is not None:
 
     @triton.jit
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
-                             REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr):
+                             REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr,
+                             T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0):   # program i: token i // H, head i % H
         i = tl.program_id(0)
-        j = i // REP; r = i % REP
+        t = i // H; hd = i % H
+        j = hd // REP; r = t * REP + hd % REP
         dt = out_ptr.dtype.element_ty
-        L = tl.load(pos_ptr) + 1
+        L = tl.load(pos_ptr) + t + 1                                   # this row's keys
         n_used = (L + CHUNK - 1) // CHUNK
         d = tl.arange(0, D); one = tl.arange(0, 1)
         M = tl.zeros((1,), dtype=tl.float32) - float('inf')
@@ -515,7 +521,7 @@ if triton is not None:
             M = mn
         ob = (o / ls).to(dt)
         if GATE:
-            g = tl.load(proj_ptr + i * 2 * D + D + d).to(tl.float32)
+            g = tl.load(proj_ptr + t * PS + hd * 2 * D + D + d).to(tl.float32)
             ob = (ob.to(tl.float32) * (1.0 / (1.0 + tl.exp(-g))).to(dt).to(tl.float32)).to(dt)
         tl.store(out_ptr + i * D + d, ob)
 
@@ -601,18 +607,27 @@ ATTN_BL, ATTN_WARPS = None, 4   # keys per inner step (None: 64 for head_dim <= 
 
 def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
+    q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims)
+    return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk)
+
+def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (their keys/values already in the caches)
+                    proj, pos, kc, vc, dims, part=None, chunk:int|None=None):
+    "Causal split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B), combine + gate; (T, H·D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
     chunk = chunk or ATTN_CHUNK
-    q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims)
-    rep, Lmax = H // Hkv, kc.shape[1]
-    BR, NS = max(16, _np2(rep)), triton.cdiv(Lmax, chunk)
+    T, rep, Lmax = q.shape[0], H // Hkv, kc.shape[1]
+    BR, NS = max(16, _np2(T * rep)), triton.cdiv(Lmax, chunk)
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, proj.device)
+    if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     bl, nw = ATTN_BL or (64 if D <= 128 else 32), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
-                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, num_warps=nw, num_stages=2)
-    y = proj.new_empty(1, H * D)
-    _attn_combine_kernel[(H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate, num_warps=4)
+                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=2)
+    y = proj.new_empty(T, H * D)
+    _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
+                                   T=T, H=H, PS=proj.shape[-1], num_warps=4)
     return y
+
+VERIFY_ATTN = 'split'   # fused verify attention: 'split' (the split-K kernels, T = B rows) or 'matmul' (`gqa_attention` over the cache)
 
 def attn_partials(Hkv:int, NS:int, BR:int, D:int, device)->tuple:
     "Scratch of the split-K attention: per (kv head, chunk, row) running max, sum and output."
@@ -707,7 +722,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
             L.vc = torch.zeros_like(L.kc)
     self.cos, self.sin = _rope_table(self.model, c, max_seq_len, dev, dt)
     if self.fused and 'full_attention' in c.layer_types:               # split-K attention scratch, shared by the layers
-        self._part = attn_partials(c.n_kv_heads, -(-max_seq_len // ATTN_CHUNK), max(16, _np2(c.n_heads // c.n_kv_heads)), c.head_dim, dev)
+        self._part = attn_partials(c.n_kv_heads, -(-self.cache_len // ATTN_CHUNK), max(16, _np2(B * c.n_heads // c.n_kv_heads)), c.head_dim, dev)
     self.tok = torch.zeros(B, dtype=torch.long, device=dev)           # block input tokens (decode reads tok[0])
     self.pos = torch.zeros(1, dtype=torch.long, device=dev)           # position of tok[0]
     self.n_keep = torch.ones(1, dtype=torch.long, device=dev)         # how many verified tokens `commit` keeps
@@ -748,7 +763,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     else:
         idx = self.pos + torch.arange(T, device=self.device)
         x, cos, sin = self.embed(self.tok[:T]), self.cos.index_select(0, idx), self.sin.index_select(0, idx)
-    if fz and mode == 'verify':                                                    # causal mask over the static cache, once per step
+    if fz and mode == 'verify' and VERIFY_ATTN == 'matmul':                       # causal mask over the static cache, once per step
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     for i, L in enumerate(self.layers):
@@ -763,9 +778,10 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
             else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':
             y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part)
-        elif fz and mode == 'verify':                                              # Triton prep (k/v into the cache), masked attention
+        elif fz and mode == 'verify':                                              # Triton prep (k/v into the cache), causal attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
-            y = gated(gqa_attention(q, [(L.kc, L.vc)], see, scale), _attn_gate(proj, self.attn_dims))
+            if VERIFY_ATTN == 'split': y = fused_attn_rows(q, proj, self.pos, L.kc, L.vc, self.attn_dims, self._part)
+            else: y = gated(gqa_attention(q, [(L.kc, L.vc)], see, scale), _attn_gate(proj, self.attn_dims))
         elif fz:                                                                   # prefill: Triton prep, then flash attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
             rep = c.n_heads // c.n_kv_heads

@@ -26,20 +26,24 @@ def measure(deadline: float):
     for name, build, taps in shapes:
         if time.time() - t0 > deadline: res[name] = 'skipped: deadline'; break
         torch.manual_seed(0); m = build(); r = res[name] = {}
-        for fused in (False, True):
+        import effqwen.engine as E
+        for fused, attn in ((False, 'split'), (True, 'matmul'), (True, 'split')):   # torch path; fused with the masked-matmul / split-K verify attention
             if fused and dev != 'cuda' and not os.environ.get('TRITON_INTERPRET'): continue
+            E.VERIFY_ATTN = attn                                   # read when the steps are recorded
             e = Engine(m, max_seq_len=L, tap_layers=taps, fused=fused)
+            tag = 'fused' if fused and attn == 'split' else ('fused_matmul' if fused else 'torch')
             for ctx in ctxs:
                 e.prefill(torch.randint(0, min(1000, m.config.vocab_size), (1, ctx), device=dev))
                 ver = _gpu_ms(lambda: e._step('verify'), 20)
                 e.n_keep.fill_(1); com = _gpu_ms(lambda: e._step('commit'), 20)
                 e.prefill(torch.randint(0, min(1000, m.config.vocab_size), (1, ctx), device=dev)); dec = _gpu_ms(lambda: e._step('decode'), 20)
-                r[f"{'fused' if fused else 'torch'}_ctx{ctx}"] = dict(decode_ms=dec, verify_ms=ver, commit_ms=com)
-                print(name, fused, ctx, round(dec, 3), round(ver, 3), round(com, 3), flush=True)
+                r[f"{tag}_ctx{ctx}"] = dict(decode_ms=dec, verify_ms=ver, commit_ms=com)
+                print(name, tag, ctx, round(dec, 3), round(ver, 3), round(com, 3), flush=True)
             # the fused verify must give the torch verify's logits (bf16 rounding apart)
-            e.prefill(torch.arange(2, 10, device=dev)[None]); e.verify(torch.arange(10, 26, device=dev)); r[f"logits_{fused}"] = e.logits.float().cpu()
+            e.prefill(torch.arange(2, 10, device=dev)[None]); e.verify(torch.arange(10, 26, device=dev)); r[f"logits_{tag}"] = e.logits.float().cpu()
             del e; torch.cuda.empty_cache()
-        a, b = r.pop('logits_False'), r.pop('logits_True', None)
+        a, b = r.pop('logits_torch'), r.pop('logits_fused', None)
+        r.pop('logits_fused_matmul', None)
         if b is None: b = a
         r['verify_logits_rel_error_fused_vs_torch'] = float((a - b).norm() / a.norm())
         r['verify_argmax_agree_rows'] = int((a.argmax(-1) == b.argmax(-1)).sum())
@@ -52,20 +56,27 @@ def render(path: Path):
     for name, r in doc['shapes'].items():
         if not isinstance(r, dict): continue
         for ctx in (512, 4096):
-            t, f = r[f'torch_ctx{ctx}'], r[f'fused_ctx{ctx}']
-            rows.append(dict(shape=name, ctx=ctx, dec=f['decode_ms'], vt=t['verify_ms'], vf=f['verify_ms'], x=t['verify_ms'] / f['verify_ms'],
-                             ratio=f['verify_ms'] / f['decode_ms'], err=r['verify_logits_rel_error_fused_vs_torch'], agree=f"{r['verify_argmax_agree_rows']}/16"))
-    cols = [('shape', 'shape', '{}'), ('ctx', 'context', '{}'), ('dec', 'decode-1 (ms)', '{:.3f}'), ('vt', 'verify-16 torch (ms)', '{:.3f}'),
-            ('vf', 'verify-16 fused (ms)', '{:.3f}'), ('x', 'fused speedup', '{:.2f}x'), ('ratio', 'verify / decode', '{:.2f}'),
-            ('err', 'logits rel. err fused vs torch', '{:.1e}'), ('agree', 'argmax agree', '{}')]
+            split = f'fused_matmul_ctx{ctx}' in r                 # runs since the split-K verify attention: fused = split-K, fused_matmul = the old one
+            t, fm = r[f'torch_ctx{ctx}'], r[f'fused_matmul_ctx{ctx}' if split else f'fused_ctx{ctx}']
+            fs = r[f'fused_ctx{ctx}'] if split else None
+            best = fs or fm
+            rows.append(dict(shape=name, ctx=ctx, dec=best['decode_ms'], vt=t['verify_ms'], vf=fm['verify_ms'], vs=fs['verify_ms'] if fs else None,
+                             x=t['verify_ms'] / best['verify_ms'], ratio=best['verify_ms'] / best['decode_ms'],
+                             err=r['verify_logits_rel_error_fused_vs_torch'], agree=f"{r['verify_argmax_agree_rows']}/16"))
+    has_split = all(r['vs'] is not None for r in rows)
+    cols = ([('shape', 'shape', '{}'), ('ctx', 'context', '{}'), ('dec', 'decode-1 (ms)', '{:.3f}'), ('vt', 'verify-16 torch (ms)', '{:.3f}'),
+             ('vf', 'verify-16 fused, matmul attention (ms)', '{:.3f}')] + ([('vs', 'verify-16 fused, split-K attention (ms)', '{:.3f}')] if has_split else [])
+            + [('x', 'best fused speedup', '{:.2f}x'), ('ratio', 'verify / decode', '{:.2f}'),
+               ('err', 'logits rel. err fused vs torch', '{:.1e}'), ('agree', 'argmax agree', '{}')])
     md = (f"### Engine step costs: verify-16 on the torch path vs the fused path, {doc['provenance']['device']}\n\n" + render_table(rows, cols)
           + "\nGPU time of one recorded step (CUDA graph replay; CUDA events, median of 20), batch 1, bf16, random weights, after a prompt of "
           "`context` tokens. Decode-1: the fused engine's (the same engine on the torch path decodes in "
           + ', '.join(f"{n} {r['torch_ctx512']['decode_ms']:.2f} ms" for n, r in doc['shapes'].items() if isinstance(r, dict))
-          + "; the engine's default on a GPU is fused). Before this change verify always ran the torch path, also in the fused engine; now it runs the "
-          "norms, SwiGLU and q/k prep through decode's Triton kernels and the attention as one masked matmul-softmax over the static cache. "
+          + "; the engine's default on a GPU is fused). The fused verify runs the norms, SwiGLU and q/k prep through decode's Triton kernels; its "
+          "attention is either one masked matmul-softmax over the static cache (`VERIFY_ATTN = 'matmul'`) or decode's split-K flash kernels with "
+          "the 16 block rows stacked under each KV head (`'split'`, the default; the column is absent in runs before it existed). "
           "Qwen3.5-4B's Gated-DeltaNet layers keep their torch verify (per-token states for the exact rollback). Logits: bf16, "
-          "relative error of the fused vs the torch verify of one block (bf16 rounding through the layers; the CPU test in "
+          "relative error of the run's default fused verify vs the torch verify of one block (bf16 rounding through the layers; the CPU test in "
           "tests/test_engine_fused_interpret.py checks the two paths agree to 1e-4 in float32).\n\n" + provenance_line(doc) + '\n')
     print(write_table('verify_cost', md, doc['provenance']['profile'])); print(md)
 
