@@ -131,7 +131,7 @@ DRAFTERS = ('stage1', 'stage2', 'direct')
 DATA_OF = dict(stage1='bf16', stage2='int4', direct='int4')     # whose answers each drafter trains on
 
 def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True,
-          drafters: tuple[str, ...] = DRAFTERS):
+          drafters: tuple[str, ...] = DRAFTERS, layers: int|None = None):
     """budget_s: training seconds wanted; deadline_s: the whole command's seconds (the device's 10-minute limit), so the
     training budget shrinks by whatever loading and regeneration took.
 
@@ -149,7 +149,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     from effqwen.drafter_opt import pack_features, mask_token_for, clone_drafter, frequent_tokens
     p, S = sizes()
     from dataclasses import replace
-    S = replace(S, lr=lr or S.lr, lr2=lr2 or S.lr2)
+    S = replace(S, lr=lr or S.lr, lr2=lr2 or S.lr2, layers=layers or S.layers)   # overrides are recorded in the result's `sizes`
     if fp32: torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     bf16, int4, tok = load_models(work, dtype=torch.float32 if fp32 else None)   # fp32: targets, features and drafters all float32
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
@@ -455,6 +455,7 @@ def main():
     ap.add_argument('--deadline', type=float, default=560.0)
     ap.add_argument('--lr', type=float, default=None, help='stage-1 / direct lr (default: the gpu DrafterSize)')
     ap.add_argument('--lr2', type=float, default=None, help='stage-2 lr (default: the gpu DrafterSize)')
+    ap.add_argument('--layers', type=int, default=None, help='train: drafter layers (default: the gpu DrafterSize; both processes of a split run must agree)')
     ap.add_argument('--bf16-autocast', action='store_true', help='train under bf16 autocast (stalled on the H200: pos-1 accuracy 0.02-0.10 on the drafters\' own training chunks, '
                     'data/results/drafter_gpu_bf16_autocast_train.json; default: float32 with TF32 matmuls, which fits)')
     ap.add_argument('--lossless', type=int, default=100)
@@ -464,7 +465,7 @@ def main():
     torch.manual_seed(0)
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
     elif a.stage == 'regen': regen(work, a.deadline, a.batch, tuple(a.only.split(',')))
-    elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast, tuple(a.drafters.split(',')))
+    elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast, tuple(a.drafters.split(',')), a.layers)
     elif a.stage == 'merge': merge(work, Path(os.environ.get('OUT', '/tmp/out')))
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)
     elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
