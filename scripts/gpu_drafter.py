@@ -9,6 +9,7 @@ device call; this script checks every part and member against the bundle manifes
     python scripts/gpu_drafter.py regen    --work /tmp/xfer   # BF16 and INT4 answers to the training prompts (resumable)
     python scripts/gpu_drafter.py train    --work /tmp/xfer   # features, three drafters (regenerates what `regen` did not)
     python scripts/gpu_drafter.py eval     --work /tmp/xfer   # tau + speed on the engine, losslessness; JSON -> $OUT
+    python scripts/gpu_drafter.py opt      --work /tmp/xfer   # A5 / A6 on the stage-2 drafter (PTQ, SWA); JSON -> $OUT
 
 Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
 bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
@@ -373,6 +374,127 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     merge(work, out)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
+# ------------------------------------------------------------------------------------------------------ A5 / A6
+@torch.no_grad()
+def continuation(eng, int4, x, n_new, stops, taps):
+    "The INT4 target's greedy continuation of prompt x (engine, float32) and the target features of prompt + continuation."
+    from effqwen.dflash import extract_context_feature
+    ref = eng.generate(x, n_new, stops)
+    full = torch.cat([x, ref.to(x.device)], 1)
+    return full, extract_context_feature(int4(full, output_hidden_states=True).hidden_states, list(taps))
+
+def opt(work: Path, out: Path, n_bench: int, n_long: int):
+    """Tables A5 and A6 at the gpu profile (issue 5), on the trained stage-2 drafter: RTN / AWQ / GPTQ INT4 copies
+    calibrated on INT4-regenerated conversations, then sliding windows on the long prompts. τ is replayed
+    (`replay_acceptance`) on the INT4 target's greedy continuation of each prompt, float32 throughout (TF32 off), so
+    the replay is the decoding loop; one real engine run per benchmark checks that. Step costs: the bf16 drafter on the
+    engine's static drafter (CUDA graph), full attention vs each window, after a long prompt."""
+    from effqwen.dflash import load_drafter
+    from effqwen.drafter_opt import (conversation_tensors, drafter_calibration, drafter_group_size, quantize_drafter, layer_hessians,
+                                     replay_acceptance, attention_cost)
+    from effqwen.quant import IntQuantizer, rtn_quantize, hessian_error
+    from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
+    from effqwen.model import chat_prompt
+    from effqwen.core import write_result
+    t0 = time.time(); p, S = sizes(); timings = {}
+    if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    _, int4, tok = load_models(work, dtype=torch.float32, with_bf16=False)
+    base = load_drafter(work/'drafters'/'stage2', int4).to(DEV).float().eval()
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    stops = [tok.eos_token_id]
+    # calibration: the first calib_convs INT4-regenerated conversations at natural length, 16 strided anchors each
+    done = json.loads(regen_path(work, 'int4').read_text())
+    templ = [chat_prompt(tok, x['prompt']) for x in pr['train']]
+    idx = sorted(int(i) for i in done)[:S.calib_convs]
+    conv = dict(prompt=[templ[i] for i in idx], text=[templ[i] + done[str(i)] + tok.eos_token for i in idx])
+    t = time.time()
+    calib = drafter_calibration(int4, [(a.to(DEV), m.to(DEV)) for a, m in conversation_tensors(conv, tok)], base.target_layer_ids, n_anchors=16)
+    group = drafter_group_size(base, 128)
+    drafters, timings['calibration'] = {'unquantized': base}, time.time() - t
+    for m in ('rtn', 'awq', 'gptq'):
+        t = time.time(); drafters[m], _ = quantize_drafter(base, m, calib, bits=4, group_size=group, n_grid=S.awq_n_grid); timings[f'ptq_{m}'] = time.time() - t
+    herr = {}
+    for n, g in layer_hessians(base, calib).items():
+        W, Wg = g.weight.detach().float(), drafters['gptq'].get_submodule(n).weight.detach().float()
+        herr[n] = dict(gptq=hessian_error(W, Wg, g.H), rtn=hessian_error(W, rtn_quantize(W, IntQuantizer(4, group))[0], g.H))
+    log('GPTQ < RTN (Hessian-weighted error) on', sum(v['gptq'] < v['rtn'] for v in herr.values()), 'of', len(herr), 'layers')
+    # continuations: gsm8k / humaneval (n_bench each) and long (n_long), INT4 target, float32 engine
+    bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:n_long if b == 'long' else n_bench]] for b, xs in pr['bench'].items()}
+    maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 2 * S.block + 64
+    eng = Engine(int4, max_seq_len=maxlen, tap_layers=tuple(base.target_layer_ids))
+    t = time.time(); conts = {b: [continuation(eng, int4, x, S.eval_new, stops, base.target_layer_ids) for x in xs] for b, xs in bench.items()}
+    timings['continuations'] = time.time() - t
+    tau = lambda L: sum(L) / max(1, len(L))
+    t = time.time(); lens = {m: {b: [] for b in bench} for m in drafters}
+    for b, xs in bench.items():
+        for x, (full, f) in zip(xs, conts[b]):
+            for m, d in drafters.items(): lens[m][b] += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops)
+    timings['a5_replay'] = time.time() - t
+    check = {}                                                    # the replay is the loop: one real engine run per benchmark
+    sd0 = StaticDrafter(base, maxlen)
+    for b, xs in bench.items():
+        r = eng_spec(eng, sd0, xs[0], S.eval_new, stops)
+        check[b] = r.acceptance_lengths == replay_acceptance(base, *conts[b][0], xs[0].shape[1], stop_token_ids=stops)
+    log('replay == engine loop:', check)
+    ref_all = tau([l for L in lens['unquantized'].values() for l in L])
+    a5 = [dict(drafter={'unquantized': 'unquantized (FP32)', 'rtn': 'RTN', 'awq': 'AWQ', 'gptq': 'GPTQ'}[m], weights='–' if m == 'unquantized' else f'INT4 sym g{group}',
+               **{f'tau_{b}': tau(L) for b, L in lens[m].items()}, tau_all=tau([l for L in lens[m].values() for l in L]),
+               dtau=100 * (tau([l for L in lens[m].values() for l in L]) / ref_all - 1), quant_s=timings.get(f'ptq_{m}')) for m in drafters]
+    log('A5', [(r['drafter'], round(r['tau_all'], 3), round(r['dtau'], 2)) for r in a5])
+    # A6: windows on the long prompts, unquantized and GPTQ; step cost of the bf16 drafter on the static drafter
+    a = base.layers[0].self_attn; a6 = []
+    int4_b = copy.deepcopy(int4).to(torch.bfloat16)               # the bf16 drafter's embedding and head
+    ctx = round(sum(x.shape[1] + S.eval_new / 2 for x in bench['long']) / max(1, len(bench['long'])))
+    x = bench['long'][0]; eng.prefill(x); ids0, f0 = torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None]
+    for dname in ('unquantized', 'gptq'):
+        d = drafters[dname]
+        for W in (None, *S.windows):
+            d.set_sliding_window(W)
+            L = [l for xx, (full, f) in zip(bench['long'], conts['long']) for l in replay_acceptance(d, full, f, xx.shape[1], stop_token_ids=stops)]
+            step = None
+            if dname == 'unquantized':                            # the serving dtype: bf16 copy on the engine's static drafter
+                db = copy.deepcopy(d).to(torch.bfloat16).bind(int4_b); sdw = StaticDrafter(db, maxlen); sdw.start()
+                sdw.propose(ids0, f0.to(torch.bfloat16), S.block - 1); sdw.n_new.zero_()
+                step = _gpu_ms(sdw.graph.replay if sdw.graph is not None else sdw._step, 20); del sdw, db
+            c = attention_cost(ctx, S.block, W, a.nh, a.d, len(d.layers))
+            a6.append(dict(window='full' if W is None else W, drafter='unquantized' if dname == 'unquantized' else f'GPTQ W4 g{group}', tau=tau(L),
+                           keys=c['keys_computed'], attn_mflops=c['flops'] / 1e6, step_ms=step))
+        d.set_sliding_window(None)
+    for r in a6: r['dtau'] = 100 * (r['tau'] / next(x['tau'] for x in a6 if x['drafter'] == r['drafter'] and x['window'] == 'full') - 1)
+    log('A6', [(r['drafter'], r['window'], round(r['tau'], 3), r['step_ms']) for r in a6])
+    doc = dict(a5=a5, a5_lengths=lens, a6=a6, group=group, hessian_error=herr, replay_equals_engine_loop=check,
+               calibration=dict(conversations=len(calib), tokens=sum(c.ids.shape[1] for c in calib), blocks=sum(c.anchors.numel() for c in calib)),
+               eval=dict(prompts={b: len(v) for b, v in bench.items()}, long_tokens=[x.shape[1] for x in bench['long']], new_tokens=S.eval_new, mean_long_ctx=ctx),
+               drafter=load_train(work)['drafter'], timings_s=timings, wall_s=time.time() - t0,
+               device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+    os.environ['EFFQWEN_OUT'] = str(out)
+    log('wrote', write_result('drafter_opt_gpu' if not TINY else 'drafter_opt_gpu_dryrun', doc, p, device=DEV))
+
+def render_opt(path: Path):
+    "Tables A5 and A6 at the gpu profile from the committed result."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text()); ev = doc['eval']; benches = list(ev['prompts'])
+    cols5 = ([('drafter', 'drafter', '{}'), ('weights', 'weights', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
+             + [('tau_all', 'τ all', '{:.3f}'), ('dtau', 'Δτ vs unquantized', '{:+.1f}%'), ('quant_s', 'quantize s', '{:.1f}')])
+    herr = doc['hessian_error']; ratio = sum(v['gptq'] / v['rtn'] for v in herr.values()) / len(herr)
+    cap5 = (f"Stage-2 drafter of the gpu-profile A4 run ({doc['drafter']['num_hidden_layers']} layers) against the QAD INT4 SmolLM2 target; τ replayed on the "
+            f"target's greedy continuation (float32, TF32 off) of {', '.join(f'{b} {n}' for b, n in ev['prompts'].items())} prompts × {ev['new_tokens']} "
+            f"tokens; the replay equals a real engine run on the first prompt of each benchmark: {doc['replay_equals_engine_loop']}. Calibration: "
+            f"{doc['calibration']['conversations']} INT4-regenerated conversations at natural length ({doc['calibration']['tokens']:,} tokens, "
+            f"{doc['calibration']['blocks']} blocks). GPTQ/RTN Hessian-weighted error, mean over {len(herr)} linears: {ratio:.3f} "
+            f"(GPTQ lower on {sum(v['gptq'] < v['rtn'] for v in herr.values())}/{len(herr)}).")
+    cols6 = [('window', 'window', '{}'), ('drafter', 'drafter', '{}'), ('tau', 'τ long', '{:.3f}'), ('dtau', 'Δτ vs full', '{:+.1f}%'),
+             ('keys', 'keys computed / query', '{:.0f}'), ('attn_mflops', 'attention MFLOP / round', '{:.1f}'), ('step_ms', 'bf16 drafter step ms', '{:.3f}')]
+    rows6 = doc['a6']
+    cap6 = (f"Long prompts ({min(ev['long_tokens'])}–{max(ev['long_tokens'])} tokens, {ev['prompts'].get('long')} prompts × {ev['new_tokens']} new tokens), "
+            f"windows below the context (all active). Keys and FLOPs at the mean context {ev['mean_long_ctx']} tokens (analytic, `attention_cost`). "
+            "Step: GPU time of one recorded drafter step (CUDA graph; CUDA events, median of 20) of the bf16 copy of the unquantized drafter after the "
+            "first long prompt; the W4 drafter runs fake-quantized weights (no W4 kernel in the static drafter), so only its τ is reported.")
+    prof = doc['provenance']['profile']
+    md5 = f"### A5 (gpu profile): drafter PTQ, {doc['provenance']['device']}\n\n" + render_table(doc['a5'], cols5) + '\n' + cap5 + '\n\n' + provenance_line(doc) + '\n'
+    md6 = f"### A6 (gpu profile): drafter sliding-window attention on long inputs, {doc['provenance']['device']}\n\n" + render_table(rows6, cols6) + '\n' + cap6 + '\n\n' + provenance_line(doc) + '\n'
+    print(write_table('drafter_a5_gpu', md5, prof), write_table('drafter_a6_gpu', md6, prof)); print(md5); print(md6)
+
 # ----------------------------------------------------------------------------------------------------------- render
 def _margins(ll: dict) -> str:
     "min / median / max of the target's top-2 logit margins where speculative and AR outputs first differ."
@@ -443,7 +565,8 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'lossless32', 'merge', 'render'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'train', 'eval', 'lossless32', 'merge', 'opt', 'render', 'render-opt'])
+    ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
@@ -469,6 +592,8 @@ def main():
     elif a.stage == 'merge': merge(work, Path(os.environ.get('OUT', '/tmp/out')))
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)
     elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
+    elif a.stage == 'opt': opt(work, Path(os.environ.get('OUT', '/tmp/out')), int(os.environ.get('N_EVAL', 16)), int(os.environ.get('N_LONG', 8)))
+    elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
     else: render(Path(a.result))
 
 if __name__ == '__main__': main()
