@@ -16,11 +16,11 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.dflash')
 
 # %% auto #0
-__all__ = ['log', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin', 'apply_rope',
-           'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep', 'DraftCache',
-           'sampling_probs', 'sample_anchors', 'block_attention_mask', 'packed_block_forward', 'target_features',
-           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'train_drafter', 'block_accuracy', 'accept_lengths_at',
-           'walk_tau', 'save_drafter', 'load_drafter']
+__all__ = ['log', 'FLEX_TRAIN', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin',
+           'apply_rope', 'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep',
+           'DraftCache', 'sampling_probs', 'sample_anchors', 'block_attention_mask', 'block_mask_flex',
+           'packed_block_forward', 'target_features', 'block_labels', 'dflash_loss', 'cosine_with_warmup',
+           'train_drafter', 'block_accuracy', 'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -177,6 +177,19 @@ class SwiGLU(nn.Module):
     def forward(self, x): return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
 
 # %% ../nbs/08_dflash.ipynb #2fffa62d
+def _is_block_mask(m)->bool:
+    if m is None or isinstance(m, torch.Tensor): return False
+    from torch.nn.attention.flex_attention import BlockMask
+    return isinstance(m, BlockMask)
+
+_FLEX = {}
+def _flex():
+    "flex_attention, compiled once on first use with a CUDA tensor (the uncompiled one is a slow reference, and has no CPU backward)."
+    if 'f' not in _FLEX:
+        from torch.nn.attention.flex_attention import flex_attention
+        _FLEX['f'] = torch.compile(flex_attention, dynamic=False) if torch.cuda.is_available() else flex_attention
+    return _FLEX['f']
+
 class DFlashAttention(nn.Module):
     "Block queries attend to [context ; block] keys/values (GQA, q/k RMSNorm, RoPE)."
     def __init__(self, cfg:DFlashConfig):
@@ -210,7 +223,8 @@ class DFlashAttention(nn.Module):
             kc, vc = kc.index_select(2, ic), vc.index_select(2, ic)
             if ib is not None: kb, vb = kb.index_select(2, ib), vb.index_select(2, ib)
         k, v = torch.cat([kc, kb], dim=2), torch.cat([vc, vb], dim=2)
-        o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.nh != self.nkv)
+        if _is_block_mask(mask): o = _flex()(q, k, v, block_mask=mask, enable_gqa=self.nh != self.nkv)
+        else: o = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=self.nh != self.nkv)
         return self.o_proj(o.transpose(1, 2).reshape(B, T, self.nh * self.d))
 
 class DFlashLayer(nn.Module):
@@ -457,6 +471,19 @@ def block_attention_mask(anchors:torch.Tensor, # (B, N) anchor positions
     same_block = (kv >= seq_len) & ((kv - seq_len) // block_size == qb[:, None])         # (Q, K)
     return (ctx_ok | same_block[None])[:, None]
 
+FLEX_TRAIN = True   # packed training forwards (gradients on) on CUDA use flex_attention with `block_mask_flex` (False: the dense bool mask);
+                    # no-grad evaluations keep the dense mask (their shapes vary, each new one would recompile flex)
+
+def block_mask_flex(anchors:torch.Tensor, # (B, N) anchor positions
+                    seq_len:int, block_size:int):
+    "The mask of `block_attention_mask` as a flex_attention BlockMask: tiles no query sees are skipped, not computed and masked."
+    from torch.nn.attention.flex_attention import create_block_mask
+    B, N = anchors.shape
+    def mask_mod(b, h, q, kv):
+        blk = q // block_size
+        return ((kv < seq_len) & (kv < anchors[b, blk])) | ((kv >= seq_len) & ((kv - seq_len) // block_size == blk))
+    return create_block_mask(mask_mod, B, None, N * block_size, seq_len + N * block_size, device=anchors.device)
+
 # %% ../nbs/08_dflash.ipynb #8a8657a0
 def packed_block_forward(drafter:DFlashDrafter,
                          input_ids:torch.Tensor, # (B, S)
@@ -470,8 +497,12 @@ def packed_block_forward(drafter:DFlashDrafter,
     noise = torch.full((B, N, bs), drafter.cfg.mask_token_id, device=input_ids.device)
     noise[:, :, 0] = torch.gather(input_ids, 1, anchors)
     pos = (anchors[:, :, None] + k).reshape(B, N * bs)
-    return drafter(drafter.embed(noise.view(B, N * bs)), pos, feats, torch.arange(S, device=input_ids.device).expand(B, S),
-                   mask=block_attention_mask(anchors, S, bs) if mask is None else mask)
+    if mask is None:                                              # training on CUDA: flex_attention's block-sparse mask; else the dense one
+        use_flex = FLEX_TRAIN and input_ids.is_cuda and torch.is_grad_enabled() and drafter.cfg.sliding_window is None
+        mask = (block_mask_flex if use_flex else block_attention_mask)(anchors, S, bs)
+    if _is_block_mask(mask) and drafter.cfg.sliding_window is not None:
+        raise ValueError('a flex BlockMask cannot be combined with a sliding window: pass mask=block_attention_mask(...) or set_sliding_window(None)')
+    return drafter(drafter.embed(noise.view(B, N * bs)), pos, feats, torch.arange(S, device=input_ids.device).expand(B, S), mask=mask)
 
 # %% ../nbs/08_dflash.ipynb #a90ed172
 def target_features(target, input_ids:torch.Tensor, layer_ids:list[int])->torch.Tensor:

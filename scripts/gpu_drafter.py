@@ -190,10 +190,21 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
             return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
                                  seed=seed, features=d['feats'])
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
-    d0 = data[DATA_OF[drafters[0]]]
-    t = time.time(); run(fresh(d0, bf16), d0, 5, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
-    t = time.time(); run(fresh(d0, bf16), d0, 10, S.lr, 99); (torch.cuda.synchronize() if DEV == 'cuda' else None)
-    step_s = (time.time() - t) / 10
+    # on the GPU both attention paths are timed (flex_attention's block-sparse mask vs the dense bool mask) and the faster trains
+    import effqwen.dflash as DF
+    d0, step_by = data[DATA_OF[drafters[0]]], {}
+    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    for flex in ((True, False) if DEV == 'cuda' else (False,)):
+        DF.FLEX_TRAIN = flex
+        try:
+            run(fresh(d0, bf16), d0, 5, S.lr, 99); sync()           # warm-up (flex: compiles)
+            t = time.time(); run(fresh(d0, bf16), d0, 10, S.lr, 99); sync()
+            step_by['flex' if flex else 'dense'] = (time.time() - t) / 10
+        except Exception as e:                                    # keep training on the dense path
+            step_by['flex_error'] = repr(e)[:500]; log('flex_attention failed, dense mask instead:', repr(e)[:300])
+    attn = min((k for k in ('flex', 'dense') if k in step_by), key=step_by.get)
+    DF.FLEX_TRAIN, step_s = attn == 'flex', step_by[attn]
+    log('step s by attention path', step_by, '->', attn)
     want = 2 * S.steps1 + S.steps2 if set(drafters) == set(DRAFTERS) else S.steps1 + S.steps2
     budget_s = min(budget_s, deadline_s - (time.time() - t_start) - 40)     # 40 s: held-out accuracy + saving
     if budget_s < 30: raise RuntimeError(f'only {budget_s:.0f} s left for training: regenerate fewer conversations')
@@ -229,7 +240,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
           w = walk_tau(m, *(t[:64] for t in d['held']))         # the decoding loop replayed on held-out text (anchor-mean tau overstates it)
           acc[k]['held_out']['walk_tau'] = w.tau; acc[k]['held_out']['walk_rounds'] = w.rounds
         log(k, {sp: ([round(x, 3) for x in v['acc'][:4]], round(v['tau'], 2), round(v.get('walk_tau', 0), 2)) for sp, v in acc[k].items()})
-    st = dict(data=info, step_ms=step_s * 1e3, steps={k: steps2 if k == 'stage2' else steps1 for k in dr},
+    st = dict(data=info, step_ms=step_s * 1e3, attention=attn, step_ms_by_attention={k: v * 1e3 if isinstance(v, float) else v for k, v in step_by.items()},
+              steps={k: steps2 if k == 'stage2' else steps1 for k in dr},
               profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, precision='fp32' if fp32 else 'bf16 autocast', drafter=cfg.to_json(),
               sizes={k: v for k, v in S.__dict__.items()}, processes=1,
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
