@@ -15,12 +15,12 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_prefill',
-           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN',
+           'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix',
+           'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated',
+           'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_verify',
+           'fused_gdn_prefill', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -380,6 +380,51 @@ if triton is not None:
         tl.store(o_ptr + h * DV + ov, tl.sum(S * q[:, None], 0).to(dt), mask=mv)
 
     @triton.jit
+    def _conv_at_t(proj_ptr, PS, buf_ptr, w_ptr, c, m, KC: tl.constexpr, t: tl.constexpr):
+        "float32 causal conv at block token t of channels c over [window; block]: taps xcat[t+1 .. t+KC] (xcat = [buf | block rows])."
+        acc = tl.load(proj_ptr + t * PS + c, mask=m, other=0.0).to(tl.float32) * tl.load(w_ptr + c * KC + KC - 1, mask=m, other=0.0).to(tl.float32)
+        for j in tl.static_range(KC - 1):
+            i: tl.constexpr = t + 1 + j                                 # index into xcat
+            if i < KC: x = tl.load(buf_ptr + c * KC + i, mask=m, other=0.0).to(tl.float32)
+            else: x = tl.load(proj_ptr + (i - KC) * PS + c, mask=m, other=0.0).to(tl.float32)
+            acc += x * tl.load(w_ptr + c * KC + j, mask=m, other=0.0).to(tl.float32)
+        return acc
+
+    @triton.jit
+    def _gdn_verify_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, k_ptr, vn_ptr, c_ptr, Kd, Vd, C, HV, PS, scale,
+                           T: tl.constexpr, RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr,
+                           BV: tl.constexpr, KC: tl.constexpr):
+        "The one-token step of `_gdn_step_kernel` over the T block tokens in turn, the state kept in registers (never stored)."
+        h = tl.program_id(0); iv = tl.program_id(1)
+        dt = o_ptr.dtype.element_ty
+        ok = tl.arange(0, BK); mk = ok < DK
+        ov = iv * BV + tl.arange(0, BV); mv = ov < DV
+        hk = h // RATIO
+        sm = mk[:, None] & mv[None, :]
+        S = tl.load(S_ptr + h.to(tl.int64) * DK * DV + ok[:, None] * DV + ov[None, :], mask=sm, other=0.0)
+        one = tl.arange(0, 1)
+        first_k = mk & ((ok * 0 + iv) == 0)                             # one program per head writes k and c
+        first_1 = (one + iv) == 0
+        cum = tl.load(nega_ptr + h) * 0.0
+        for t in tl.static_range(T):
+            q = _silu_round(_conv_at_t(proj_ptr, PS, buf_ptr, cw_ptr, hk * DK + ok, mk, KC, t), dt)
+            k = _silu_round(_conv_at_t(proj_ptr, PS, buf_ptr, cw_ptr, Kd + hk * DK + ok, mk, KC, t), dt)
+            v = _silu_round(_conv_at_t(proj_ptr, PS, buf_ptr, cw_ptr, 2 * Kd + h * DV + ov, mv, KC, t), dt)
+            q = q * tl.rsqrt(tl.sum(q * q, 0) + 1e-6) * scale
+            k = k * tl.rsqrt(tl.sum(k * k, 0) + 1e-6)
+            b = tl.load(proj_ptr + t * PS + C + Vd + h).to(tl.float32)
+            beta = (1.0 / (1.0 + tl.exp(-b))).to(dt).to(tl.float32)
+            a = tl.load(proj_ptr + t * PS + C + Vd + HV + h).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
+            g = tl.load(nega_ptr + h) * tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a)))
+            eg = tl.exp(g); cum += g
+            vn = beta * (v - eg * tl.sum(S * k[:, None], 0))
+            S = S * eg + k[:, None] * vn[None, :]
+            tl.store(o_ptr + (t * HV + h) * DV + ov, tl.sum(S * q[:, None], 0).to(dt), mask=mv)
+            tl.store(vn_ptr + (h * T + t) * DV + ov, vn, mask=mv)          # commit's scratch: (Hv, T, ·) like `gdn_mix`'s
+            tl.store(k_ptr + (h * T + t) * DK + ok, k, mask=first_k)
+            tl.store(c_ptr + h * T + t + one, tl.zeros((1,), dtype=tl.float32) + cum, mask=first_1)
+
+    @triton.jit
     def _gdn_out_kernel(o_ptr, proj_ptr, nw_ptr, buf_ptr, y_ptr, ROWS, HV, PS, C, eps,
                         DV: tl.constexpr, BD: tl.constexpr, KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr,
                         BR: tl.constexpr):
@@ -564,6 +609,25 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4)
+    return y
+
+GDN_VERIFY = 'fused'   # Gated-DeltaNet verify of the fused engine: 'fused' (`fused_gdn_verify`) or 'torch' (`gdn_verify`)
+
+def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None):
+    "Verify of a T-token block (same contract as `gdn_verify`): states untouched, commit's scratch (xcat, k, v_new, c) filled; y (T, Vd)."
+    C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
+    T, PS, KC = proj.shape[0], proj.shape[1], conv_buf.shape[1]
+    if ks.shape != (Hv, T, Dk) or vs.shape != (Hv, T, Dv) or cs.shape != (Hv, T) or xs.shape != (C, KC + T):
+        raise ValueError(f'verify scratch shapes {[tuple(t.shape) for t in (xs, ks, vs, cs)]} do not fit a {T}-token block')
+    bv = min(bv or GDN_BV, _np2(Dv))
+    o = proj.new_empty(T * Hv, Dv)
+    _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
+                                                 T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4)
+    xs[:, :KC].copy_(conv_buf); xs[:, KC:].copy_(proj[:, :C].t())
+    y = proj.new_empty(T, Vd)
+    BR = 8
+    _gdn_out_kernel[(triton.cdiv(T * Hv, BR),)](o, proj, norm_w, conv_buf, y, T * Hv, Hv, PS, C, eps,
+                                                DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4)
     return y
 
 def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None):
@@ -773,7 +837,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = (fused_gdn_prefill if fz else gdn_prefill)(*args, self.chunk_rule)
-            elif mode == 'verify': y = f['gdn_verify'](*args, *L.scratch)
+            elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY == 'fused' else f['gdn_verify'])(*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':

@@ -27,9 +27,11 @@ def measure(deadline: float):
         if time.time() - t0 > deadline: res[name] = 'skipped: deadline'; break
         torch.manual_seed(0); m = build(); r = res[name] = {}
         import effqwen.engine as E
-        for fused, attn in ((False, 'split'), (True, 'matmul'), (True, 'split')):   # torch path; fused with the masked-matmul / split-K verify attention
+        # torch path; the fused path as it was (masked-matmul attention, torch Gated-DeltaNet verify); the fused path now
+        # (split-K attention, Triton Gated-DeltaNet verify)
+        for fused, attn in ((False, 'split'), (True, 'matmul'), (True, 'split')):
             if fused and dev != 'cuda' and not os.environ.get('TRITON_INTERPRET'): continue
-            E.VERIFY_ATTN = attn                                   # read when the steps are recorded
+            E.VERIFY_ATTN, E.GDN_VERIFY = attn, ('torch' if attn == 'matmul' else 'fused')   # read when the steps are recorded
             e = Engine(m, max_seq_len=L, tap_layers=taps, fused=fused)
             tag = 'fused' if fused and attn == 'split' else ('fused_matmul' if fused else 'torch')
             for ctx in ctxs:
@@ -65,7 +67,7 @@ def render(path: Path):
                              err=r['verify_logits_rel_error_fused_vs_torch'], agree=f"{r['verify_argmax_agree_rows']}/16"))
     has_split = all(r['vs'] is not None for r in rows)
     cols = ([('shape', 'shape', '{}'), ('ctx', 'context', '{}'), ('dec', 'decode-1 (ms)', '{:.3f}'), ('vt', 'verify-16 torch (ms)', '{:.3f}'),
-             ('vf', 'verify-16 fused, matmul attention (ms)', '{:.3f}')] + ([('vs', 'verify-16 fused, split-K attention (ms)', '{:.3f}')] if has_split else [])
+             ('vf', 'verify-16 fused, matmul attention (ms)', '{:.3f}')] + ([('vs', 'verify-16 fused, split-K attention + Triton GDN (ms)', '{:.3f}')] if has_split else [])
             + [('x', 'best fused speedup', '{:.2f}x'), ('ratio', 'verify / decode', '{:.2f}'),
                ('err', 'logits rel. err fused vs torch', '{:.1e}'), ('agree', 'argmax agree', '{}')])
     md = (f"### Engine step costs: verify-16 on the torch path vs the fused path, {doc['provenance']['device']}\n\n" + render_table(rows, cols)
@@ -73,9 +75,10 @@ def render(path: Path):
           "`context` tokens. Decode-1: the fused engine's (the same engine on the torch path decodes in "
           + ', '.join(f"{n} {r['torch_ctx512']['decode_ms']:.2f} ms" for n, r in doc['shapes'].items() if isinstance(r, dict))
           + "; the engine's default on a GPU is fused). The fused verify runs the norms, SwiGLU and q/k prep through decode's Triton kernels; its "
-          "attention is either one masked matmul-softmax over the static cache (`VERIFY_ATTN = 'matmul'`) or decode's split-K flash kernels with "
-          "the 16 block rows stacked under each KV head (`'split'`, the default; the column is absent in runs before it existed). "
-          "Qwen3.5-4B's Gated-DeltaNet layers keep their torch verify (per-token states for the exact rollback). Logits: bf16, "
+          "attention is either one masked matmul-softmax over the static cache (`VERIFY_ATTN = 'matmul'`, with the torch Gated-DeltaNet verify) or "
+          "decode's split-K flash kernels with the 16 block rows stacked under each KV head plus the Triton Gated-DeltaNet verify "
+          "(`'split'` + `GDN_VERIFY = 'fused'`, the default; the column is absent in runs before it existed). "
+          "Logits: bf16, "
           "relative error of the run's default fused verify vs the torch verify of one block (bf16 rounding through the layers; the CPU test in "
           "tests/test_engine_fused_interpret.py checks the two paths agree to 1e-4 in float32).\n\n" + provenance_line(doc) + '\n')
     print(write_table('verify_cost', md, doc['provenance']['profile'])); print(md)
