@@ -100,6 +100,7 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
     a command cut short by its deadline keeps what it generated and the next `regen` call continues. `only` picks the
     targets (one process per GPU: `--only bf16` on one, `--only int4` on the other)."""
     t_start = time.time()
+    if not only or any(n not in ('bf16', 'int4') for n in only): raise ValueError(f'--only {only}: pick from bf16, int4')
     from effqwen.regen import generate_texts
     from effqwen.model import chat_prompt
     p, S = sizes()
