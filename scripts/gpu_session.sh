@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# All of a session's GPU work on one nvidia-h200-x2 lease, as two detached chains that outlive the device's
+# 10-minute commands (setsid), each on its own GPU; a later command polls them and brings the results back.
+#
+#   GPU 0: latency_run.py (A1/A2 at the Qwen3.5-4B shape) -> verify_cost.py -> regen int4 -> train direct,stage2
+#          -> eval --no-fp32 -> merge (after GPU 1's lossless32) -> opt (A5/A6)
+#   GPU 1: waits until latency_run's HF-eager stage is over (HF eager decoding is host-bound: a busy neighbour slows
+#          it, data/results/latency_h200_contended.json) -> regen bf16 -> train stage1 -> lossless32 (after stage 2)
+#
+# Run from the repository root on the device, after `gpu_drafter.py assemble --work $WORK` (README "GPU runs"):
+#   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
+#   scripts/gpu_session.sh poll [max_s]               wait for both chains (at most max_s), then copy the results
+#                                                     (flat: *.json, regen_data.tar.xz) and the logs' tails to $OUT
+# Env: WORK (default /tmp/xfer); NO_LATENCY=1 skips latency_run and verify_cost (a CPU dry run: DEV=cpu TINY=1).
+# Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
+set -u
+W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+G="python3 scripts/gpu_drafter.py"
+waitfor() {  # waitfor MAX_S TEST...: poll every 5 s until the test holds or MAX_S pass
+  local m=$1 t0=$SECONDS; shift
+  until "$@"; do [ $((SECONDS - t0)) -ge "$m" ] && return 1; sleep 5; done
+}
+hf_over() { [ -f "$W/lat.done" ] || grep -q 'engine_bf16 \.\.\.' "$W/latency.log" 2>/dev/null; }
+stage2_over() { [ -f "$W/train_b.over" ]; }   # stage 2 saved, or its chain gave up
+lossless_over() { [ -f "$W/chain1.done" ]; }
+both_over() { [ -f "$W/chain0.done" ] && [ -f "$W/chain1.done" ]; }
+mark() { echo "[$(date +%T)] $*" >> "$W/chains.log"; }
+case ${1:?start|poll|chain0|chain1} in
+  start) shift
+    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/train_*.json
+    : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
+    setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
+    setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null &
+    sleep 2; echo "started; chain logs in $W/chains.log" ;;
+  chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
+    if [ -z "${NO_LATENCY:-}" ]; then
+      mark "gpu0 latency_run"; python3 scripts/latency_run.py "${LAT_S:-400}" > "$W/latency.log" 2>&1; touch "$W/lat.done"
+      mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1
+    else touch "$W/lat.done"; fi
+    mark "gpu0 regen int4"; $G regen --work "$W" --only int4 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_int4.log" 2>&1
+    mark "gpu0 train direct,stage2"; $G train --work "$W" --drafters direct,stage2 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
+    mark "gpu0 eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --no-fp32 --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
+    waitfor 600 lossless_over; mark "gpu0 merge"; $G merge --work "$W" >> "$W/eval.log" 2>&1
+    mark "gpu0 opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1
+    mark "gpu0 done"; touch "$W/chain0.done" ;;
+  chain1) export CUDA_VISIBLE_DEVICES=1 OUT=$R; mapfile -t TA < "$W/train_args"
+    waitfor 400 hf_over; mark "gpu1 regen bf16"
+    $G regen --work "$W" --only bf16 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_bf16.log" 2>&1
+    mark "gpu1 train stage1"; $G train --work "$W" --drafters stage1 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1
+    waitfor 900 stage2_over; mark "gpu1 lossless32"
+    $G lossless32 --work "$W" --lossless "${LOSSLESS:-100}" > "$W/lossless32.log" 2>&1
+    mark "gpu1 done"; touch "$W/chain1.done" ;;
+  poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
+    cat "$W/chains.log" 2>/dev/null
+    for f in latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+      [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote' | cut -c1-300 | tail -6; }
+    done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
+    if [ -f "$W/regen_int4_s.txt" ] && [ -f "$W/regen_bf16_s.txt" ] && [ ! -f "$R/regen_data.tar.xz" ]; then
+      tar -cJf "$R/regen_data.tar.xz" -C "$W" regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt; fi
+    find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' \) ! -name partial.json -exec cp {} "$OUT"/ \;
+    ls -la "$OUT" ;;
+  *) echo "unknown stage $1"; exit 2 ;;
+esac
