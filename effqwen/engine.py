@@ -384,7 +384,7 @@ if triton is not None:
         "float32 causal conv at block token t of channels c over [window; block]: taps xcat[t+1 .. t+KC] (xcat = [buf | block rows])."
         acc = tl.load(proj_ptr + t * PS + c, mask=m, other=0.0).to(tl.float32) * tl.load(w_ptr + c * KC + KC - 1, mask=m, other=0.0).to(tl.float32)
         for j in tl.static_range(KC - 1):
-            i: tl.constexpr = t + 1 + j                                 # index into xcat
+            i = t + 1 + j                                               # index into xcat (a constexpr: t and j are)
             if i < KC: x = tl.load(buf_ptr + c * KC + i, mask=m, other=0.0).to(tl.float32)
             else: x = tl.load(proj_ptr + (i - KC) * PS + c, mask=m, other=0.0).to(tl.float32)
             acc += x * tl.load(w_ptr + c * KC + j, mask=m, other=0.0).to(tl.float32)
