@@ -1,0 +1,85 @@
+"""Where the engine's time goes at the Qwen3.5-4B shape (random weights, batch 1): torch.profiler kernel traces of one
+prefill of `--prompt` tokens, one decode step, one verify-16 step (the W4A16 engine) and one step of the 5-layer DFlash
+drafter (bf16, full attention), each run eagerly (outside its CUDA graph, so every kernel is traced; the graph replays
+the same kernels without the launch gaps). Kernels are grouped by what they are (cuBLAS matmul, our Triton W4A16
+kernels, flash-linear-attention chunk kernels, attention, torch elementwise/reductions, copies) — a breakdown for
+deciding what to optimize, not a latency result (26_latency has those).
+
+    python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
+    DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
+"""
+import argparse, json, os, re, time
+from collections import defaultdict
+import torch
+
+DEV = os.environ.get('DEV', 'cuda'); TINY = bool(os.environ.get('TINY'))
+GROUPS = [('w4a16 triton', r'w4a16|_mv2?_kernel|_tc_kernel|dequant'), ('cuBLAS matmul', r'gemm|gemv|cutlass|nvjet|sm90_xmma|matmul|cublas|addmm|aten::mm'),
+          ('gated-deltanet (fla / ours)', r'chunk|gdn|delta|_conv_|fused_recurrent|solve_tril|wy_|cumsum'),
+          ('attention', r'flash|fmha|attn|attention|softmax|sdpa'), ('norm / swiglu (triton)', r'rms|norm|swiglu|silu'),
+          ('copy / cat / index', r'copy|cat|index|gather|scatter|fill|memcpy|memset'), ('torch elementwise / reduce', r'elementwise|vectorized|reduce|unrolled|argmax|aten::')]
+
+def group_of(name: str) -> str:
+    n = name.lower()
+    return next((g for g, pat in GROUPS if re.search(pat, n)), 'other')
+
+def profile(fn, n: int = 1) -> dict:
+    "Kernel (GPU) or op (CPU) self times of n calls of fn, grouped; plus the 12 costliest kernels."
+    from torch.profiler import profile as tp, ProfilerActivity
+    acts = [ProfilerActivity.CUDA] if DEV == 'cuda' else [ProfilerActivity.CPU]
+    fn()
+    if DEV == 'cuda': torch.cuda.synchronize()
+    with tp(activities=acts) as prof:
+        for _ in range(n): fn()
+        if DEV == 'cuda': torch.cuda.synchronize()
+    groups, kernels = defaultdict(lambda: [0.0, 0]), defaultdict(lambda: [0.0, 0])
+    for e in prof.events():
+        if DEV == 'cuda' and e.device_type != torch.autograd.DeviceType.CUDA: continue
+        if DEV != 'cuda' and (e.cpu_parent is not None or not e.name.startswith('aten::')): continue   # top-level aten ops on CPU
+        us = (e.device_time if DEV == 'cuda' else e.cpu_time) / n
+        g = groups[group_of(e.name)]; g[0] += us; g[1] += 1 / n
+        k = kernels[e.name[:120]]; k[0] += us; k[1] += 1 / n
+    tot = sum(v[0] for v in groups.values())
+    return dict(total_us=tot, kernels=sum(v[1] for v in groups.values()),
+                groups={g: dict(us=v[0], count=v[1], share=v[0] / max(tot, 1e-9)) for g, v in sorted(groups.items(), key=lambda x: -x[1][0])},
+                top=[dict(name=k, us=v[0], count=v[1]) for k, v in sorted(kernels.items(), key=lambda x: -x[1][0])[:12]])
+
+def main():
+    ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); ap.add_argument('--prompt', type=int, default=8192)
+    a = ap.parse_args(); t0 = time.time()
+    from effqwen.engine import Engine, StaticDrafter
+    from effqwen.kernels import W4A16Linear
+    from effqwen.dflash import DFlashDrafter, DFlashConfig
+    if TINY:
+        from effqwen.model import tiny_qwen35
+        m, P, taps, dl = tiny_qwen35(0), 24, (0, 2), dict(num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64)
+        group = 32
+    else:
+        from effqwen.model import load_target
+        m, P, group = load_target('qwen3.5-4b', device=DEV, dtype='bfloat16')[0], a.prompt, 128
+        taps, dl = (1, 8, 15, 22, 29), dict(num_hidden_layers=5, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728)
+    torch.manual_seed(0)
+    L = P + 64
+    res = dict(shape='tiny-qwen3.5' if TINY else 'qwen3.5-4b', prompt=P, steps={})
+    eng = Engine(m, max_seq_len=L, tap_layers=taps, convert=lambda l: W4A16Linear.from_float(l, group_size=group))
+    ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
+    res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
+    print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
+    eng.prefill(ids)
+    with torch.no_grad():
+        res['steps']['decode'] = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
+        res['steps']['verify16'] = profile(lambda: eng._run(eng.block_size, 'verify'), n=5)
+    cfg = DFlashConfig(hidden_size=m.config.hidden_size, vocab_size=m.config.vocab_size, num_target_layers=m.config.num_hidden_layers,
+                       target_layer_ids=tuple(min(t, m.config.num_hidden_layers - 1) for t in taps), mask_token_id=min(248070, m.config.vocab_size - 1),
+                       block_size=eng.block_size, **dl)
+    dr = DFlashDrafter(cfg).to(DEV, next(m.parameters()).dtype).eval().bind(m)
+    sd = StaticDrafter(dr, L, cuda_graphs=False)
+    sd.propose(ids[:, :P], torch.randn(1, P, cfg.n_taps * cfg.hidden_size, device=DEV, dtype=sd.ctx_in.dtype), eng.block_size - 1); sd.n_new.zero_()
+    with torch.no_grad(): res['steps']['drafter_bf16_full'] = profile(sd._step, n=5)
+    for k, v in res['steps'].items(): print(k, round(v['total_us']), 'us,', round(v['kernels']), 'kernels', {g: round(x['us']) for g, x in v['groups'].items()}, flush=True)
+    res['wall_s'] = time.time() - t0
+    res['device'] = torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)'
+    from effqwen.core import write_result
+    if a.out: os.environ['EFFQWEN_OUT'] = a.out
+    print(write_result('step_profile_h200' if not TINY else 'step_profile_dryrun', res, 'gpu', device=DEV))
+
+if __name__ == '__main__': main()
