@@ -1051,6 +1051,7 @@ class StaticDrafter:
     def __init__(self, drafter, # bound `DFlashDrafter` (its linears may be quantized modules)
                  max_seq_len:int, # longest context (prompt + generated) it will see
                  cuda_graphs:bool|None=None, # record the step as a CUDA graph (default: on CUDA)
+                 compile:bool=False, # torch.compile the step (fuses its ~450 small elementwise/copy kernels at 4B shape)
                 ):
         if drafter._embed is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
         cfg = drafter.cfg
@@ -1068,6 +1069,7 @@ class StaticDrafter:
         self.masks = torch.full((B - 1,), cfg.mask_token_id, dtype=torch.long, device=dev)
         self.tokens = torch.zeros(B - 1, dtype=torch.long, device=dev)
         self.length, self.graph = 0, None
+        self._fn = torch.compile(self._step, dynamic=False) if compile else self._step   # what warm-up, capture and replay-less calls run
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
 
     def _project(self, feats, pos):
@@ -1113,10 +1115,10 @@ class StaticDrafter:
     def _capture(self):
         s = torch.cuda.Stream(self.device); s.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(s), torch.no_grad():
-            for _ in range(2): self._step()
+            for _ in range(2): self._fn()
         torch.cuda.current_stream(self.device).wait_stream(s); torch.cuda.synchronize(self.device)
         self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph), torch.no_grad(): self._step()
+        with torch.cuda.graph(self.graph), torch.no_grad(): self._fn()
         self.start()
 
     def start(self):
@@ -1136,7 +1138,7 @@ class StaticDrafter:
         self.ctx_in[:m].copy_(ctx_new[0]); self.n_new.fill_(m); self.length += m
         self.anchor.copy_(ids[0, -1:].to(self.device))
         if self.graph is not None: self.graph.replay()
-        else: self._step()
+        else: self._fn()
         return self.tokens[:n].clone(), None
 
 # %% ../nbs/16_engine.ipynb #ed009818
@@ -1202,6 +1204,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       hf_decode_tokens:int=12, # HF eager decode steps timed per setting
                       drafter:bool=True, # time the DFlash drafter step (4B reference shape)
                       hf_w4_check:bool=True, # last: quantize HF's linears in place and compare with the W4 engine
+                      drafter_compile:bool=True, # also time each drafter variant with its step torch.compiled (keys '..._compiled')
                       deadline_s:float=330.0, # start no new stage after this many seconds
                       progress=None, # callable(str)
                       checkpoint=None, # callable(partial result dict), after every stage
@@ -1320,21 +1323,23 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         dr = DFlashDrafter(cfg).to(dev, next(m.parameters()).dtype).eval().bind(m)
         for kind in ('bf16', 'w4a16'):
             if kind == 'w4a16': replace_linears(dr, lambda l: W4A16Linear.from_float(l, group_size=group_size))
-            for W in (None, 1024):
+            for W, comp in [(W, comp) for W in (None, 1024) for comp in ((False, True) if drafter_compile else (False,))]:
                 dr.set_sliding_window(W)
                 _peak_gb(reset=True)
-                sd = StaticDrafter(dr, Lmax)
-                key = f"{kind}_{'full' if W is None else f'swa{W}'}"
+                key = f"{kind}_{'full' if W is None else f'swa{W}'}{'_compiled' if comp else ''}"
+                try: sd = StaticDrafter(dr, Lmax, compile=comp)                # (compiles and records the graph here)
+                except Exception as e:                                         # a variant that fails leaves the others
+                    res['errors'].append(f'drafter {key}: {type(e).__name__}: {e}'); say(res['errors'][-1]); continue
                 r = res['drafter'][key] = dict(weights_gb=_weight_bytes([dr]) / 2**30)
                 for name, p, _ in settings:
                     sd.start()
                     sd.propose(st.ids[p][:, :p], torch.randn(1, p, cfg.n_taps * cfg.hidden_size, device=dev, dtype=sd.ctx_in.dtype), block_size - 1)
                     sd.n_new.zero_()                                   # fixed context while timing
-                    r[name] = dict(step_ms=_gpu_ms(sd.graph.replay if sd.graph is not None else sd._step, 20))
+                    r[name] = dict(step_ms=_gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20))
                 r['peak_gb'] = _peak_gb()
                 say(f"drafter {key}: " + ', '.join(f"{n} {r[n]['step_ms']:.3f} ms" for n, _, _ in settings))
                 del sd
-    if drafter: stage('drafter', drafter_steps, need_s=40)
+    if drafter: stage('drafter', drafter_steps, need_s=100 if drafter_compile else 40)
 
     def hf_w4():
         replace_linears(m, lambda l: W4A16Linear.from_float(l, group_size=group_size))

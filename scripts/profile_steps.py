@@ -6,6 +6,7 @@ kernels, flash-linear-attention chunk kernels, attention, torch elementwise/redu
 deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
+    python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
 import argparse, json, os, re, time
@@ -43,9 +44,29 @@ def profile(fn, n: int = 1) -> dict:
                 groups={g: dict(us=v[0], count=v[1], share=v[0] / max(tot, 1e-9)) for g, v in sorted(groups.items(), key=lambda x: -x[1][0])},
                 top=[dict(name=k, us=v[0], count=v[1]) for k, v in sorted(kernels.items(), key=lambda x: -x[1][0])[:12]])
 
+def render(path: str = 'data/results/step_profile_h200.json'):
+    "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.load(open(path)); steps = doc['steps']
+    names = [g for g, _ in GROUPS] + ['other']
+    rows = [dict(group=g, **{k: (f"{v['groups'][g]['us']:,.0f} ({v['groups'][g]['share']:.0%}, {v['groups'][g]['count']:.0f})" if g in v['groups'] else '–')
+                             for k, v in steps.items()}) for g in names if any(g in v['groups'] for v in steps.values())]
+    rows.append(dict(group='**total**', **{k: f"{v['total_us']:,.0f} ({v['kernels']:.0f} kernels)" for k, v in steps.items()}))
+    md = (f"### Where the step time goes: {doc['shape']} shape, batch 1, {doc['provenance']['device']}\n\n"
+          + render_table(rows, [('group', 'kernel group', '{}')] + [(k, k, '{}') for k in steps]) + '\n'
+          + f"GPU kernel time in µs (share of the step, kernels per step) from torch.profiler, each step run eagerly (outside its CUDA graph) "
+            f"after a warm-up: prefill of {doc['prompt']} tokens, decode-1 and verify-16 of the W4A16 engine (fused default paths), one step of the "
+            "5-layer bf16 DFlash drafter with full attention. Sums of kernel times, not wall time: the CUDA-graph replay runs the same kernels "
+            "without launch gaps (26_latency has the step latencies). A breakdown for choosing what to optimize, not a benchmark.\n\n"
+          + '\n'.join(f"- {k}: " + '; '.join(f"`{t['name'][:60]}` {t['us']:,.0f} µs × {t['count']:.0f}" for t in v['top'][:4]) for k, v in steps.items())
+          + '\n\n' + provenance_line(doc) + '\n')
+    print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
+
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); ap.add_argument('--prompt', type=int, default=8192)
+    ap.add_argument('--render', action='store_true')
     a = ap.parse_args(); t0 = time.time()
+    if a.render: return render()
     from effqwen.engine import Engine, StaticDrafter
     from effqwen.kernels import W4A16Linear
     from effqwen.dflash import DFlashDrafter, DFlashConfig
