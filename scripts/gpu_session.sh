@@ -11,7 +11,9 @@
 #   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
 #   scripts/gpu_session.sh poll [max_s]               wait for both chains (at most max_s), then copy the results
 #                                                     (flat: *.json, regen_data.tar.xz) and the logs' tails to $OUT
-# Env: WORK (default /tmp/xfer); NO_LATENCY=1 skips latency_run and verify_cost (a CPU dry run: DEV=cpu TINY=1).
+# Env: WORK (default /tmp/xfer); NO_LATENCY=1 skips latency_run and verify_cost (a CPU dry run: DEV=cpu TINY=1);
+# REGEN_TAR=.devsite/regen/regen_data.tar.xz (carried, with the SHA256 file beside it) restores an earlier session's
+# answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
@@ -28,6 +30,9 @@ both_over() { [ -f "$W/chain0.done" ] && [ -f "$W/chain1.done" ]; }
 mark() { echo "[$(date +%T)] $*" >> "$W/chains.log"; }
 case ${1:?start|poll|chain0|chain1} in
   start) shift
+    if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
+      sha256sum -c "${REGEN_TAR%/*}/SHA256" || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
+      tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
     rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/train_*.json
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
     setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
