@@ -7,11 +7,12 @@ __all__ = ['log', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpac
            'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref', 'w4a16_to_kernel_layout',
            'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout', 'KernelConfig', 'check_w4a16',
            'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton', 'w4a16_matmul', 'bcq_matmul', 'w4a16_mm',
-           'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'weight_bytes', 'measure_copy_tbs',
-           'benchmark_linears']
+           'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'weight_bytes',
+           'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
-import logging, math, os, time
+import json, logging, math, os, time
+from pathlib import Path
 from dataclasses import dataclass, asdict, replace
 import torch, torch.nn as nn, torch.nn.functional as F
 
@@ -910,6 +911,7 @@ def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
                              f"is in the {'kernel' if kl else 'compressed-tensors'} layout: use {'mv/tc (W4A16 also mv2)' if kl else 'gemv/gemm'} or 'dequant'")
         if config.kernel == 'mv2' and fmt != 'w4a16': raise ValueError("config kernel 'mv2' is W4A16 only: use 'mv' for BCQ")
         return config
+    if device.type == 'cuda' and device not in _AUTOLOADED: _autoload_tuned(device)
     cfg = _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype)))
     if cfg is None and kl and group == 128 and device.type == 'cuda' and (t := _H200_TABLE.get((fmt, _m_bucket(M), N, K))):
         cfg = KernelConfig(*t)
@@ -1309,6 +1311,39 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
     best = min(times, key=times.get)
     _TUNED[(fmt, kernel_layout, _m_bucket(M), N, K, group, str(x.dtype))] = best
     return best, times, errs
+
+def tuned_rows(entries:dict|None=None)->list:
+    "`tune`'s picks so far (or `entries`, keyed like `_TUNED`) as JSON-ready rows."
+    return [dict(fmt=f, kernel_layout=kl, m_bucket=mb, N=N, K=K, group=g, dtype=dt, config=asdict(c))
+            for (f, kl, mb, N, K, g, dt), c in (_TUNED if entries is None else entries).items()]
+
+def load_tuned(doc:dict|str|Path, # a result written with `tuned_rows` under 'rows' (stamped with its device), or its path
+               device_name:str|None=None, # the GPU it is for (default: the current CUDA device's name)
+              )->int: # configs taken (0 when the table was tuned on another GPU)
+    "Take the kernel configs a `tune` run saved for this GPU model; shapes tuned in this process keep their own pick."
+    if not isinstance(doc, dict): doc = json.loads(Path(doc).read_text())
+    if 'rows' not in doc: raise ValueError("load_tuned: the document has no 'rows': write it with tuned_rows()")
+    name = device_name or (torch.cuda.get_device_name() if torch.cuda.is_available() else None)
+    dev = doc.get('provenance', {}).get('device') or doc.get('device')
+    if name is None or dev != name:
+        log.info('kernel table tuned on %s, not on %s: not used', dev, name); return 0
+    n = 0
+    for r in doc['rows']:
+        key = (r['fmt'], r['kernel_layout'], r['m_bucket'], r['N'], r['K'], r['group'], r['dtype'])
+        if key not in _TUNED: _TUNED[key] = KernelConfig(**r['config']); n += 1
+    return n
+
+_AUTOLOADED: set = set()
+def _autoload_tuned(device):
+    "Once per device: the committed table of its GPU model (`data/results/kernel_tune_h200.json`; env EFFQWEN_KERNEL_TUNE: another path, or 0 for none)."
+    _AUTOLOADED.add(device)
+    p = os.environ.get('EFFQWEN_KERNEL_TUNE')
+    if p == '0': return
+    try:
+        from effqwen.core import repo_root
+        f = Path(p) if p else repo_root()/'data'/'results'/'kernel_tune_h200.json'
+        if f.exists(): log.info('kernel configs from %s: %d', f, load_tuned(f, torch.cuda.get_device_name(device)))
+    except Exception as e: log.warning('kernel table not loaded: %s', e)
 
 # %% ../nbs/15_kernels.ipynb #72b545ec
 QWEN35_SHAPES = {   # model -> {linear: (N, K)} for one decoder layer's projections and the head
