@@ -425,6 +425,60 @@ if triton is not None:
             tl.store(c_ptr + h * T + t + one, tl.zeros((1,), dtype=tl.float32) + cum, mask=first_1)
 
     @triton.jit
+    def _conv_rows(proj_ptr, PS, buf_ptr, w_ptr, c, m, rt, mt, KC: tl.constexpr, TP: tl.constexpr, BC: tl.constexpr):
+        "`_conv_at_t` for all block tokens rt at once (TP, BC): xcat[t + 1 + j] is the window for t + 1 + j < KC, else block row t + 1 + j - KC."
+        acc = tl.zeros((TP, BC), tl.float32)
+        for jj in tl.static_range(KC):
+            j = (jj + KC - 1) % KC                                          # tap KC-1 (the token's own row) first, as `_conv_at_t` sums
+            i = rt + 1 + j; fb = i < KC
+            xb = tl.load(buf_ptr + c[None, :] * KC + i[:, None], mask=(fb & mt)[:, None] & m[None, :], other=0.0).to(tl.float32)
+            xp = tl.load(proj_ptr + (i - KC)[:, None] * PS + c[None, :], mask=((i >= KC) & mt)[:, None] & m[None, :], other=0.0).to(tl.float32)
+            acc += (xb + xp) * tl.load(w_ptr + c * KC + j, mask=m, other=0.0).to(tl.float32)[None, :]
+        return acc
+
+    @triton.jit
+    def _gdn_verify_chunk_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, k_ptr, vn_ptr, c_ptr, Kd, Vd, C, HV, PS, scale,
+                                 T: tl.constexpr, TP: tl.constexpr, LOG2TP: tl.constexpr, RATIO: tl.constexpr, DK: tl.constexpr,
+                                 DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, KC: tl.constexpr):
+        """The T block tokens in one chunk (the WY form of the gated delta rule): no token-by-token chain, a few small dots.
+        vn = (I + N)⁻¹ u with u_t = β_t (v_t − Γ_t S₀ᵀk_t), N_tj = β_t (Γ_t/Γ_j) k_t·k_j (j < t), Γ_t = exp(Σ_{i≤t} g_i);
+        (I + N)⁻¹ = (I − N)(I + N²)(I + N⁴)… exactly, N being strictly lower (N^TP = 0);
+        o_t = Γ_t S₀ᵀq_t + Σ_{j≤t} (Γ_t/Γ_j) (q_t·k_j) vn_j. Same scratch as `_gdn_verify_kernel`."""
+        h = tl.program_id(0); iv = tl.program_id(1)
+        dt = o_ptr.dtype.element_ty
+        ok = tl.arange(0, BK); mk = ok < DK
+        ov = iv * BV + tl.arange(0, BV); mv = ov < DV
+        rt = tl.arange(0, TP); mt = rt < T
+        hk = h // RATIO
+        S = tl.load(S_ptr + h.to(tl.int64) * DK * DV + ok[:, None] * DV + ov[None, :], mask=mk[:, None] & mv[None, :], other=0.0)
+        Q = _silu_round(_conv_rows(proj_ptr, PS, buf_ptr, cw_ptr, hk * DK + ok, mk, rt, mt, KC, TP, BK), dt)
+        K = _silu_round(_conv_rows(proj_ptr, PS, buf_ptr, cw_ptr, Kd + hk * DK + ok, mk, rt, mt, KC, TP, BK), dt)
+        V = _silu_round(_conv_rows(proj_ptr, PS, buf_ptr, cw_ptr, 2 * Kd + h * DV + ov, mv, rt, mt, KC, TP, BV), dt)
+        Q = Q * (tl.rsqrt(tl.sum(Q * Q, 1) + 1e-6) * scale)[:, None]
+        K = K * tl.rsqrt(tl.sum(K * K, 1) + 1e-6)[:, None]
+        b = tl.load(proj_ptr + rt * PS + C + Vd + h, mask=mt, other=0.0).to(tl.float32)
+        beta = tl.where(mt, (1.0 / (1.0 + tl.exp(-b))).to(dt).to(tl.float32), 0.0)
+        a = tl.load(proj_ptr + rt * PS + C + Vd + HV + h, mask=mt, other=0.0).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
+        g = tl.where(mt, tl.load(nega_ptr + h) * tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a))), 0.0)
+        gc = tl.cumsum(g, 0)                                                # log Γ_t
+        D = tl.exp(tl.minimum(gc[:, None] - gc[None, :], 0.0))              # Γ_t / Γ_j (used for j <= t only, where it is <= 1)
+        low, eye = rt[:, None] > rt[None, :], tl.where(rt[:, None] == rt[None, :], 1.0, 0.0)
+        U = beta[:, None] * (V - tl.exp(gc)[:, None] * tl.dot(K, S, input_precision='ieee'))
+        N = tl.where(low, beta[:, None] * D * tl.dot(K, tl.trans(K), input_precision='ieee'), 0.0)
+        Inv, P = eye - N, N
+        for _ in tl.static_range(LOG2TP - 1):
+            P = tl.dot(P, P, input_precision='ieee')
+            Inv = tl.dot(Inv, eye + P, input_precision='ieee')
+        VN = tl.dot(Inv, U, input_precision='ieee')
+        QK = tl.where(rt[:, None] >= rt[None, :], D * tl.dot(Q, tl.trans(K), input_precision='ieee'), 0.0)
+        O = tl.exp(gc)[:, None] * tl.dot(Q, S, input_precision='ieee') + tl.dot(QK, VN, input_precision='ieee')
+        mo = mt[:, None] & mv[None, :]
+        tl.store(o_ptr + (rt[:, None] * HV + h) * DV + ov[None, :], O.to(dt), mask=mo)
+        tl.store(vn_ptr + (h * T + rt[:, None]) * DV + ov[None, :], VN, mask=mo)
+        tl.store(k_ptr + (h * T + rt[:, None]) * DK + ok[None, :], K, mask=(mt & (rt * 0 + iv == 0))[:, None] & mk[None, :])
+        tl.store(c_ptr + h * T + rt, gc, mask=mt & (rt * 0 + iv == 0))
+
+    @triton.jit
     def _gdn_out_kernel(o_ptr, proj_ptr, nw_ptr, buf_ptr, y_ptr, ROWS, HV, PS, C, eps,
                         DV: tl.constexpr, BD: tl.constexpr, KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr,
                         BR: tl.constexpr):
@@ -611,7 +665,8 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4)
     return y
 
-GDN_VERIFY = 'fused'   # Gated-DeltaNet verify of the fused engine: 'fused' (`fused_gdn_verify`) or 'torch' (`gdn_verify`)
+GDN_VERIFY = 'fused'   # Gated-DeltaNet verify of the fused engine: 'fused' (`fused_gdn_verify`, token by token), 'chunk' (the
+                       # same function with the one-chunk WY kernel; untimed on a GPU yet) or 'torch' (`gdn_verify`)
 
 def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None):
     "Verify of a T-token block (same contract as `gdn_verify`): states untouched, commit's scratch (xcat, k, v_new, c) filled; y (T, Vd)."
@@ -621,8 +676,14 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
         raise ValueError(f'verify scratch shapes {[tuple(t.shape) for t in (xs, ks, vs, cs)]} do not fit a {T}-token block')
     bv = min(bv or GDN_BV, _np2(Dv))
     o = proj.new_empty(T * Hv, Dv)
-    _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
-                                                 T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4)
+    if GDN_VERIFY == 'chunk':                                                    # tl.dot wants every dimension >= 16
+        TP = max(16, _np2(T)); bv = max(16, bv)
+        _gdn_verify_chunk_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
+                                                           T=T, TP=TP, LOG2TP=TP.bit_length() - 1, RATIO=Hv // Hk, DK=Dk, DV=Dv,
+                                                           BK=max(16, _np2(Dk)), BV=bv, KC=KC, num_warps=4)
+    else:
+        _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
+                                                     T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4)
     xs[:, :KC].copy_(conv_buf); xs[:, KC:].copy_(proj[:, :C].t())
     y = proj.new_empty(T, Vd)
     BR = 8
@@ -837,7 +898,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = (fused_gdn_prefill if fz else gdn_prefill)(*args, self.chunk_rule)
-            elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY == 'fused' else f['gdn_verify'])(*args, *L.scratch)
+            elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY in ('fused', 'chunk') else f['gdn_verify'])(*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':

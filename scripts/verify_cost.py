@@ -29,11 +29,13 @@ def measure(deadline: float):
         import effqwen.engine as E
         # torch path; the fused path as it was (masked-matmul attention, torch Gated-DeltaNet verify); the fused path now
         # (split-K attention, Triton Gated-DeltaNet verify)
-        for fused, attn in ((False, 'split'), (True, 'matmul'), (True, 'split')):
+        # (split-K attention, Triton Gated-DeltaNet verify token by token); on hybrid models also the one-chunk WY GDN kernel
+        hybrid = any(t == 'linear_attention' for t in getattr(m.config, 'layer_types', None) or [])
+        for fused, attn, gdn in ((False, 'split', 'fused'), (True, 'matmul', 'torch'), (True, 'split', 'fused')) + (((True, 'split', 'chunk'),) if hybrid else ()):
             if fused and dev != 'cuda' and not os.environ.get('TRITON_INTERPRET'): continue
-            E.VERIFY_ATTN, E.GDN_VERIFY = attn, ('torch' if attn == 'matmul' else 'fused')   # read when the steps are recorded
+            E.VERIFY_ATTN, E.GDN_VERIFY = attn, gdn                         # read when the steps are recorded
             e = Engine(m, max_seq_len=L, tap_layers=taps, fused=fused)
-            tag = 'fused' if fused and attn == 'split' else ('fused_matmul' if fused else 'torch')
+            tag = 'fused_chunk' if gdn == 'chunk' else 'fused' if fused and attn == 'split' else ('fused_matmul' if fused else 'torch')
             for ctx in ctxs:
                 e.prefill(torch.randint(0, min(1000, m.config.vocab_size), (1, ctx), device=dev))
                 ver = _gpu_ms(lambda: e._step('verify'), 20)
@@ -47,6 +49,9 @@ def measure(deadline: float):
         a, b = r.pop('logits_torch'), r.pop('logits_fused', None)
         r.pop('logits_fused_matmul', None)
         if b is None: b = a
+        if (c := r.pop('logits_fused_chunk', None)) is not None:
+            r['verify_logits_rel_error_chunk_vs_torch'] = float((a - c).norm() / a.norm())
+            r['verify_argmax_agree_rows_chunk'] = int((a.argmax(-1) == c.argmax(-1)).sum())
         r['verify_logits_rel_error_fused_vs_torch'] = float((a - b).norm() / a.norm())
         r['verify_argmax_agree_rows'] = int((a.argmax(-1) == b.argmax(-1)).sum())
         del m; torch.cuda.empty_cache()
@@ -62,12 +67,15 @@ def render(path: Path):
             t, fm = r[f'torch_ctx{ctx}'], r[f'fused_matmul_ctx{ctx}' if split else f'fused_ctx{ctx}']
             fs = r[f'fused_ctx{ctx}'] if split else None
             best = fs or fm
+            fc = r.get(f'fused_chunk_ctx{ctx}')
             rows.append(dict(shape=name, ctx=ctx, dec=best['decode_ms'], vt=t['verify_ms'], vf=fm['verify_ms'], vs=fs['verify_ms'] if fs else None,
+                             vc=fc['verify_ms'] if fc else None,
                              x=t['verify_ms'] / best['verify_ms'], ratio=best['verify_ms'] / best['decode_ms'],
                              err=r['verify_logits_rel_error_fused_vs_torch'], agree=f"{r['verify_argmax_agree_rows']}/16"))
     has_split = all(r['vs'] is not None for r in rows)
     cols = ([('shape', 'shape', '{}'), ('ctx', 'context', '{}'), ('dec', 'decode-1 (ms)', '{:.3f}'), ('vt', 'verify-16 torch (ms)', '{:.3f}'),
              ('vf', 'verify-16 fused, matmul attention (ms)', '{:.3f}')] + ([('vs', 'verify-16 fused, split-K attention + Triton GDN (ms)', '{:.3f}')] if has_split else [])
+            + ([('vc', 'same, one-chunk WY GDN (ms)', '{:.3f}')] if any(r['vc'] is not None for r in rows) else [])
             + [('x', 'best fused speedup', '{:.2f}x'), ('ratio', 'verify / decode', '{:.2f}'),
                ('err', 'logits rel. err fused vs torch', '{:.1e}'), ('agree', 'argmax agree', '{}')])
     md = (f"### Engine step costs: verify-16 on the torch path vs the fused path, {doc['provenance']['device']}\n\n" + render_table(rows, cols)
@@ -77,7 +85,9 @@ def render(path: Path):
           + "; the engine's default on a GPU is fused). The fused verify runs the norms, SwiGLU and q/k prep through decode's Triton kernels; its "
           "attention is either one masked matmul-softmax over the static cache (`VERIFY_ATTN = 'matmul'`, with the torch Gated-DeltaNet verify) or "
           "decode's split-K flash kernels with the 16 block rows stacked under each KV head plus the Triton Gated-DeltaNet verify "
-          "(`'split'` + `GDN_VERIFY = 'fused'`, the default; the column is absent in runs before it existed). "
+          "(`'split'` + `GDN_VERIFY = 'fused'`, the default; the column is absent in runs before it existed); on the hybrid shape also with "
+          "`GDN_VERIFY = 'chunk'` (the block's 16 tokens as one chunk in the WY form, a few small dots instead of a token-by-token chain; "
+          "absent in runs before it existed). "
           "Logits: bf16, "
           "relative error of the run's default fused verify vs the torch verify of one block (bf16 rounding through the layers; the CPU test in "
           "tests/test_engine_fused_interpret.py checks the two paths agree to 1e-4 in float32).\n\n" + provenance_line(doc) + '\n')

@@ -16,9 +16,11 @@ SCRIPT = textwrap.dedent('''
     torch.manual_seed(0)
     # verify attention: the split-K kernels with one chunk, with chunks of 8 keys (the block straddles chunk
     # boundaries, rows see different numbers of chunks), and the masked-matmul variant
-    for name, m, chunk, attn in (('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'split'),
-                                 ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 8, 'split'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'matmul')):
-        E.ATTN_CHUNK, E.VERIFY_ATTN = chunk, attn
+    # Gated-DeltaNet verify: the token-by-token kernel ('fused') and the one-chunk WY kernel ('chunk')
+    for name, m, chunk, attn, gdn in (('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'split', 'fused'),
+                                      ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 8, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'matmul', 'fused'),
+                                      ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'chunk')):
+        E.ATTN_CHUNK, E.VERIFY_ATTN, E.GDN_VERIFY = chunk, attn, gdn
         ef, et = Engine(m, max_seq_len=64, fused=True), Engine(m, max_seq_len=64, fused=False)
         assert ef.fused and not et.fused
         pr, blk = torch.randint(0, 255, (1, 11)), torch.randint(0, 255, (16,))
@@ -31,8 +33,8 @@ SCRIPT = textwrap.dedent('''
                 e.commit(n); e.tok[:1] = torch.tensor([7]); la = e.decode_one_token().clone()
                 outs.append((lp, ld, lv, la))
             for a, b in zip(*outs): worst = max(worst, rel_error(a, b))
-        print(name, chunk, attn, 'worst rel error fused vs torch', worst)
-        assert worst < 1e-4, (name, chunk, attn, worst)
+        print(name, chunk, attn, gdn, 'worst rel error fused vs torch', worst)
+        assert worst < 1e-4, (name, chunk, attn, gdn, worst)
     print('ok')
 ''')
 
