@@ -329,7 +329,8 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     taps = tuple(dr['stage2'].target_layer_ids)
     maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
     eng = Engine(int4, max_seq_len=maxlen, tap_layers=taps)
-    sds = {k: StaticDrafter(d, maxlen) for k, d in dr.items()}
+    compiled = bool(os.environ.get('DRAFTER_COMPILE'))             # DRAFTER_COMPILE=1: the drafter step torch.compiled before its graph
+    sds = {k: StaticDrafter(d, maxlen, compile=compiled) for k, d in dr.items()}
     stops = [tok.eos_token_id]
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     # warm-up (graphs are recorded; first launches compile Triton kernels)
@@ -340,7 +341,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     eng.prefill(x); sd.start(); sd.propose(torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
     step_ms = dict(verify=_gpu_ms(lambda: eng._step('verify'), 20))
     eng.n_keep.fill_(1); step_ms['commit'] = _gpu_ms(lambda: eng._step('commit'), 20)
-    sd.n_new.zero_(); step_ms['draft'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._step, 20)
+    sd.n_new.zero_(); step_ms['draft'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20)
     eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in names}
@@ -361,7 +362,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
         for o in res[k].values():
             o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
     def save(**extra):                            # written after each phase: a run cut short by the device's limit keeps what it measured
-        doc = dict(train=st, eval=res, step_ms=step_ms, eval_prompts={b: len(v) for b, v in bench.items()},
+        doc = dict(train=st, eval=res, step_ms=step_ms, drafter_compiled=compiled, eval_prompts={b: len(v) for b, v in bench.items()},
                    long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
                    hf_loop_tau_stage2=sum(hf_tau) / max(1, len(hf_tau)), hf_loop_prompts=ar_check,
                    engine_ar_vs_hf_greedy_agree_tokens=ar_vs_hf, **({'lossless_extra': None} | extra),
@@ -521,7 +522,7 @@ def _round_costs(doc: dict) -> str:
     R = sum(v['rounds'] for v in o.values())
     dr, vr = (sum(v[k] for v in o.values()) / R * 1e3 for k in ('draft_s', 'verify_s'))
     return (f"Step costs (GPU time, CUDA events): decode {sm['decode']:.2f} ms, verify-16 {sm['verify']:.2f} ms, commit {sm['commit']:.2f} ms, "
-            f"drafter step {sm['draft']:.2f} ms; in the loop a stage-2 round took {dr + vr:.2f} ms of wall time "
+            f"drafter step {sm['draft']:.2f} ms{' (torch.compiled)' if doc.get('drafter_compiled') else ''}; in the loop a stage-2 round took {dr + vr:.2f} ms of wall time "
             f"(draft {dr:.2f} ms incl. the host copy of the proposal, verify + accept + commit {vr:.2f} ms).")
 
 def render(path: Path):
