@@ -12,6 +12,7 @@
 #   scripts/gpu_session.sh poll [max_s]               wait for both chains (at most max_s), then copy the results
 #                                                     (flat: *.json, regen_data.tar.xz) and the logs' tails to $OUT
 # Env: WORK (default /tmp/xfer); NO_LATENCY=1 skips latency_run and verify_cost (a CPU dry run: DEV=cpu TINY=1);
+# TUNE=1 first runs tune_engine_shapes.py on GPU 0 and points the latency run at its table (EFFQWEN_KERNEL_TUNE);
 # REGEN_TAR=.devsite/regen/regen_data.tar.xz (carried, with the SHA256 file beside it) restores an earlier session's
 # answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
@@ -39,6 +40,9 @@ case ${1:?start|poll|chain0|chain1} in
     setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null &
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
   chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
+    if [ -n "${TUNE:-}" ]; then   # TUNE=1: tune the engine's W4A16 shapes first; the latency run then uses that table
+      mark "gpu0 tune_engine_shapes"; python3 scripts/tune_engine_shapes.py --out "$R" > "$W/tune.log" 2>&1
+      export EFFQWEN_KERNEL_TUNE="$R/data/results/kernel_tune_h200.json"; fi
     if [ -z "${NO_LATENCY:-}" ]; then
       mark "gpu0 latency_run"; python3 scripts/latency_run.py "${LAT_S:-400}" > "$W/latency.log" 2>&1; touch "$W/lat.done"
       mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1
@@ -58,7 +62,7 @@ case ${1:?start|poll|chain0|chain1} in
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+    for f in tune latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     if [ -f "$W/regen_int4_s.txt" ] && [ -f "$W/regen_bf16_s.txt" ] && [ ! -f "$R/regen_data.tar.xz" ]; then
