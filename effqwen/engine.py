@@ -20,7 +20,8 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'ATTN_CHUNK', '
            'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated',
            'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_verify',
            'fused_gdn_prefill', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'benchmark_latency']
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1254,6 +1255,16 @@ def _prefix_match(a:torch.Tensor, b:torch.Tensor)->int:
     n = min(len(a), len(b)); neq = (a[:n] != b[:n]).nonzero()
     return int(neq[0, 0]) if len(neq) else n
 
+def reference_drafter_config(target, # the (Qwen3.5-4B-shaped) target model
+                             block_size:int=16)->'DFlashConfig':
+    "The DFlash reference drafter for Qwen3.5-4B (5 layers, 32 heads × 128, MLP 9728, taps [1, 8, 15, 22, 29]) on `target`'s sizes."
+    from effqwen.dflash import DFlashConfig
+    c = target.config
+    return DFlashConfig(hidden_size=c.hidden_size, vocab_size=c.vocab_size, num_target_layers=c.num_hidden_layers,
+                        target_layer_ids=tuple(min(t, c.num_hidden_layers - 1) for t in (1, 8, 15, 22, 29)),
+                        mask_token_id=min(248070, c.vocab_size - 1), block_size=block_size,
+                        num_hidden_layers=5, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728)
+
 # %% ../nbs/16_engine.ipynb #670f4d7d
 @torch.no_grad()
 def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SHAPES (random weights, on the GPU)
@@ -1376,10 +1387,8 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         stage(f"engine_{kind}{'_compiled' if comp else ''}", lambda: engine(kind, comp), need_s=60 if comp else 25)
 
     def drafter_steps():
-        from effqwen.dflash import DFlashDrafter, DFlashConfig
-        cfg = DFlashConfig(hidden_size=m.config.hidden_size, vocab_size=m.config.vocab_size, num_target_layers=m.config.num_hidden_layers,
-                           target_layer_ids=tuple(min(t, m.config.num_hidden_layers - 1) for t in (1, 8, 15, 22, 29)), mask_token_id=min(248070, m.config.vocab_size - 1), block_size=block_size,
-                           num_hidden_layers=5, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728)
+        from effqwen.dflash import DFlashDrafter
+        cfg = reference_drafter_config(m, block_size)
         torch.manual_seed(seed)
         dr = DFlashDrafter(cfg).to(dev, next(m.parameters()).dtype).eval().bind(m)
         for kind in ('bf16', 'w4a16'):

@@ -1333,16 +1333,18 @@ def load_tuned(doc:dict|str|Path, # a result written with `tuned_rows` under 'ro
         if key not in _TUNED: _TUNED[key] = KernelConfig(**r['config']); n += 1
     return n
 
-_AUTOLOADED: set = set()
+_AUTOLOADED: dict = {}   # CUDA device -> (table path, configs taken from it), or None when no table was found
 def _autoload_tuned(device):
     "Once per device: the committed table of its GPU model (`data/results/kernel_tune_h200.json`; env EFFQWEN_KERNEL_TUNE: another path, or 0 for none)."
-    _AUTOLOADED.add(device)
+    _AUTOLOADED[device] = None
     p = os.environ.get('EFFQWEN_KERNEL_TUNE')
     if p == '0': return
     try:
         from effqwen.core import repo_root
         f = Path(p) if p else repo_root()/'data'/'results'/'kernel_tune_h200.json'
-        if f.exists(): log.info('kernel configs from %s: %d', f, load_tuned(f, torch.cuda.get_device_name(device)))
+        if f.exists():
+            _AUTOLOADED[device] = (str(f), load_tuned(f, torch.cuda.get_device_name(device)))
+            log.info('kernel configs from %s: %d', *_AUTOLOADED[device])
     except Exception as e: log.warning('kernel table not loaded: %s', e)
 
 # %% ../nbs/15_kernels.ipynb #72b545ec

@@ -7,8 +7,7 @@ out = pathlib.Path(os.environ['OUT'])
 ck = lambda d: (out/'partial.json').write_text(json.dumps(d, default=str, indent=1))
 r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lambda s: print(s, flush=True))
 import effqwen.kernels as K
-r['kernel_tuned_configs'] = len(K._TUNED)                  # W4A16/BCQ configs from a per-GPU table (EFFQWEN_KERNEL_TUNE or data/results/kernel_tune_h200.json)
-r['kernel_table'] = os.environ.get('EFFQWEN_KERNEL_TUNE') or 'data/results/kernel_tune_h200.json if present'
+r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
 p = write_result('latency_h200', r, get_profile('gpu'))
 shutil.copy(p, out/'latency_h200.json'); print('wrote', p)

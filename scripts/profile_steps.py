@@ -67,21 +67,22 @@ def main():
     ap.add_argument('--render', action='store_true')
     a = ap.parse_args(); t0 = time.time()
     if a.render: return render()
-    from effqwen.engine import Engine, StaticDrafter
+    from effqwen.engine import Engine, StaticDrafter, reference_drafter_config
     from effqwen.kernels import W4A16Linear
     from effqwen.dflash import DFlashDrafter, DFlashConfig
     if TINY:
         from effqwen.model import tiny_qwen35
-        m, P, taps, dl = tiny_qwen35(0), 24, (0, 2), dict(num_hidden_layers=1, num_attention_heads=4, num_key_value_heads=2, head_dim=16, intermediate_size=64)
-        group = 32
+        m, P, group = tiny_qwen35(0), 24, 32
+        cfg = DFlashConfig.for_target(m, mask_token_id=255, block_size=16, num_hidden_layers=1, target_layer_ids=(0, 2))
     else:
         from effqwen.model import load_target
         m, P, group = load_target('qwen3.5-4b', device=DEV, dtype='bfloat16')[0], a.prompt, 128
-        taps, dl = (1, 8, 15, 22, 29), dict(num_hidden_layers=5, num_attention_heads=32, num_key_value_heads=8, head_dim=128, intermediate_size=9728)
+        cfg = reference_drafter_config(m)
     torch.manual_seed(0)
     L = P + 64
     res = dict(shape='tiny-qwen3.5' if TINY else 'qwen3.5-4b', prompt=P, steps={})
-    eng = Engine(m, max_seq_len=L, tap_layers=taps, convert=lambda l: W4A16Linear.from_float(l, group_size=group))
+    eng = Engine(m, max_seq_len=L, tap_layers=cfg.target_layer_ids, block_size=cfg.block_size,
+                 convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
     print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
@@ -89,9 +90,6 @@ def main():
     with torch.no_grad():
         res['steps']['decode'] = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
         res['steps']['verify16'] = profile(lambda: eng._run(eng.block_size, 'verify'), n=5)
-    cfg = DFlashConfig(hidden_size=m.config.hidden_size, vocab_size=m.config.vocab_size, num_target_layers=m.config.num_hidden_layers,
-                       target_layer_ids=tuple(min(t, m.config.num_hidden_layers - 1) for t in taps), mask_token_id=min(248070, m.config.vocab_size - 1),
-                       block_size=eng.block_size, **dl)
     dr = DFlashDrafter(cfg).to(DEV, next(m.parameters()).dtype).eval().bind(m)
     sd = StaticDrafter(dr, L, cuda_graphs=False)
     sd.propose(ids[:, :P], torch.randn(1, P, cfg.n_taps * cfg.hidden_size, device=DEV, dtype=sd.ctx_in.dtype), eng.block_size - 1); sd.n_new.zero_()
