@@ -15,13 +15,13 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN',
-           'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix',
-           'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated',
-           'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_verify',
-           'fused_gdn_prefill', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_SDPA_GQA', 'ATTN_CHUNK', 'ATTN_BL',
+           'ATTN_WARPS', 'VERIFY_ATTN', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention',
+           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -692,7 +692,19 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4)
     return y
 
-def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None):
+PREFILL_GVA = True   # on a GPU with flash-linear-attention: hand its chunk kernel q/k with their Hk heads (grouped values)
+
+def fla_chunk_rule(device)->'callable|None':
+    """flash-linear-attention's `chunk_gated_delta_rule` on a CUDA device where it is installed (and `PREFILL_GVA`), else
+    None. It maps value head h to key head h // (Hv/Hk) itself, so q/k need not be repeated to Hv heads first."""
+    if device.type != 'cuda' or not PREFILL_GVA: return None   # (never imported on a CPU: transformers would then use it there)
+    try: from fla.ops.gated_delta_rule import chunk_gated_delta_rule
+    except Exception: return None
+    return chunk_gated_delta_rule
+
+def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None,
+                      gva:bool=False, # `chunk_rule` takes q/k with Hk heads and v with Hv (flash-linear-attention's kernel)
+                     ):
     "Prefill from empty states (same contract as `gdn_prefill`): Triton conv, `chunk_rule` (flash-linear-attention's chunk kernel on a GPU), Triton gated norm."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     T, PS, KC = proj.shape[0], proj.shape[1], conv_buf.shape[1]
@@ -705,7 +717,7 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     if chunk_rule is None:
         from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
         chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
-    if Hv != Hk: q, k = q.repeat_interleave(Hv // Hk, 2), k.repeat_interleave(Hv // Hk, 2)   # HF's call: same kernels, same autotune
+    if Hv != Hk and not gva: q, k = q.repeat_interleave(Hv // Hk, 2), k.repeat_interleave(Hv // Hk, 2)   # HF's call
     o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True)
     S.copy_(S_fin[0])
     n = min(T, KC)
@@ -716,6 +728,19 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     _gdn_out_kernel[(triton.cdiv(T * Hv, BR),)](o, proj, norm_w, conv_buf, y, T * Hv, Hv, PS, C, eps,
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4)
     return y
+
+PREFILL_SDPA_GQA = False   # prefill attention: SDPA's grouped-query path (enable_gqa) instead of kv heads repeated to H
+
+def prefill_attention(q:torch.Tensor, # (T, H, D) queries of positions 0..T-1
+                      kc:torch.Tensor, vc:torch.Tensor, # (Hkv, L, D) caches holding the prompt's keys / values in [:, :T]
+                      T:int, scale:float)->torch.Tensor: # (1, H, T, D)
+    "Causal attention of a prompt over its own keys (SDPA): kv heads repeated to H, or SDPA's `enable_gqa` (`PREFILL_SDPA_GQA`)."
+    rep = q.shape[1] // kc.shape[0]
+    qh = q.transpose(0, 1)[None]
+    if PREFILL_SDPA_GQA and rep > 1:
+        return F.scaled_dot_product_attention(qh, kc[None, :, :T], vc[None, :, :T], is_causal=True, scale=scale, enable_gqa=True)
+    kr, vr = (t[:, :T].repeat_interleave(rep, 0)[None] for t in (kc, vc))
+    return F.scaled_dot_product_attention(qh, kr, vr, is_causal=True, scale=scale)
 
 def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     "q/k RMSNorm + partial RoPE at positions pos.. of the T rows, k/v written into the caches; q (T, H, D)."
@@ -813,10 +838,11 @@ class Engine:
         self.eager = dict(rms_norm=rms_norm, add_rms_norm=add_rms_norm, attn_qkv=attn_qkv, gated=gated, swiglu=swiglu,
                           gdn_decode=gdn_decode, gdn_verify=gdn_verify, gdn_commit=gdn_commit)
         self.f = {k: torch.compile(fn, dynamic=False, fullgraph=True) for k, fn in self.eager.items()} if compile else self.eager
-        self.chunk_rule = None
+        self.chunk_rule, self.chunk_gva = None, False
         if 'linear_attention' in cfg.layer_types:
             from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
             self.chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
+            if self.fused and (rule := fla_chunk_rule(self.device)) is not None: self.chunk_rule, self.chunk_gva = rule, True
         self.graphs = {}
         self.setup(max_seq_len)
 
@@ -898,7 +924,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         proj = L.proj(h)
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
-            if mode == 'prefill': y = (fused_gdn_prefill if fz else gdn_prefill)(*args, self.chunk_rule)
+            if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva) if fz else gdn_prefill(*args, self.chunk_rule)
             elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY in ('fused', 'chunk') else f['gdn_verify'])(*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
@@ -910,9 +936,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
             else: y = gated(gqa_attention(q, [(L.kc, L.vc)], see, scale), _attn_gate(proj, self.attn_dims))
         elif fz:                                                                   # prefill: Triton prep, then flash attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
-            rep = c.n_heads // c.n_kv_heads
-            kr, vr = (t[:, :T].repeat_interleave(rep, 0)[None] for t in (L.kc, L.vc))
-            o = F.scaled_dot_product_attention(q.transpose(0, 1)[None], kr, vr, is_causal=True, scale=scale)
+            o = prefill_attention(q, L.kc, L.vc, T, scale)
             y = gated(o[0].transpose(0, 1).reshape(T, -1), _attn_gate(proj, self.attn_dims))
         else:
             q, k, v, g = f['attn_qkv'](proj, cos, sin, L.qn_w, L.kn_w, self.attn_dims)

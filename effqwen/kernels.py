@@ -1004,15 +1004,16 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
         else: _bcq_gemv_kernel[grid[:2]](x, w, s, y, ws, locks, N, K, Q, K // 32, cfg.split_k, **meta)
     return y.to(x.dtype)
 
-def w4a16_dequantize_triton(weight_packed, weight_scale, dtype=torch.bfloat16, block_n:int=64, block_k:int=128, kernel_layout:bool=False):
+def w4a16_dequantize_triton(weight_packed, weight_scale, dtype=torch.bfloat16, block_n:int=64, block_k:int=128, kernel_layout:bool=False,
+                            num_warps:int=4):
     "Triton `w4a16_dequantize`: the (N, K) weight in `dtype`."
     N, K = weight_packed.shape[0], weight_packed.shape[1] * 8
     group = _group_of(K, weight_scale.shape[1], None, 'weight_scale')
     bk = _fit_block_k(block_k, K, group, False)
     out = torch.empty(N, K, dtype=_store_dtype(dtype), device=weight_packed.device)
     grid = (triton.cdiv(N, block_n), K // bk)
-    if kernel_layout: _w4a16_dequant_kl_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, ASM=not _INTERPRET)
-    else: _w4a16_dequant_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk)
+    if kernel_layout: _w4a16_dequant_kl_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, ASM=not _INTERPRET, num_warps=num_warps)
+    else: _w4a16_dequant_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, num_warps=num_warps)
     return out.to(dtype)
 
 def bcq_dequantize_triton(weight_signs, weight_alpha, dtype=torch.bfloat16, block_n:int=64, block_k:int=64, kernel_layout:bool=False):
@@ -1041,7 +1042,7 @@ def w4a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguou
     if not _use_triton(x): return w4a16_mm_ref(x, weight_packed, weight_scale, kernel_layout=kernel_layout)
     cfg = _config_for('w4a16', M, N, K, group, x.dtype, x.device, config, kernel_layout)
     if cfg.kernel == 'dequant':
-        return x @ w4a16_dequantize_triton(weight_packed, weight_scale, x.dtype, cfg.block_n, cfg.block_k, kernel_layout).T
+        return x @ w4a16_dequantize_triton(weight_packed, weight_scale, x.dtype, cfg.block_n, cfg.block_k, kernel_layout, cfg.num_warps).T
     return _launch_matvec('w4a16', x, weight_packed, weight_scale, M, N, K, group, 1, cfg)
 
 def bcq_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous

@@ -6,6 +6,12 @@ The bundle is one tar file split into parts of at most `--part-mb` MB (a device 
 listed with its sha256 in `manifest.json`.
 
     python scripts/device_bundle.py --out .devsite/bundle
+
+More training prompts for a bigger drafter run, without re-sending the bundle: `--extra N` writes N prompts of the
+same mixed pool (another seed) that the bundle's training prompts do not already hold, to <out>/prompts_extra.json
+with its sha256 beside it (`gpu_drafter.py` appends them after the bundle's own when EXTRA_PROMPTS points there).
+
+    python scripts/device_bundle.py --extra 12288 --out .devsite/extra
 """
 import argparse, hashlib, io, json, tarfile, time
 from pathlib import Path
@@ -17,7 +23,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--out', default='.devsite/bundle')
     ap.add_argument('--part-mb', type=float, default=58.0)
+    ap.add_argument('--extra', type=int, default=0, help='write this many extra training prompts instead of the bundle')
     a = ap.parse_args()
+    if a.extra: return extra_prompts(a.extra, Path(a.out))
     from effqwen.core import get_profile
     from effqwen.assets import smollm2_gguf, SMOLLM2
     from effqwen.model import load_tokenizer
@@ -47,6 +55,45 @@ def main():
                    embed_sha256=sha(emb.float().numpy().tobytes()), qad_source=str(qd.name))
     members['prompts.json'] = json.dumps(prompts).encode()
     print(json.dumps(write_bundle(members, out, a.part_mb, gguf=SMOLLM2['sha256']), indent=1))
+
+def extra_prompts(n: int, out: Path):
+    """n more prompts of the gpu drafter pool's three kinds, none of them among the bundle's training prompts: a third
+    reasoning-gym questions drawn with the next seed, a third stdlib functions with the other ask (complete <-> explain)
+    than the bundle gave them, a third text windows with (window, ask) pairs the bundle did not use. `drafter_prompts`
+    itself cannot give more than ~12.5K (4175 documented stdlib functions), hence the kinds are composed here."""
+    import random, reasoning_gym as rg
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_train_prompts, DRAFTER_MATH, _stdlib_functions, _text_windows, _TEXT_ASKS
+    p = get_profile('gpu'); seed = p.seed + 1
+    have = set(drafter_train_prompts(p)['prompt'])
+    k = n // 3
+    per = -(-2 * n // len(DRAFTER_MATH))                       # plenty: small generators repeat questions
+    math = [[dict(id=f'extra/rg/{g}/{i}', prompt=x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))] for g in DRAFTER_MATH]
+    math = [r for grp in zip(*math) for r in grp]
+    code = [r for i, h, w in _stdlib_functions(random.Random(seed), 10_000) for r in
+            (dict(id=f'extra/{i}/complete', prompt=f'Complete the following Python function.\n\n```python\n{h}\n```'),
+             dict(id=f'extra/{i}/explain', prompt=f'Explain what this Python function does.\n\n```python\n{w}\n```'))]
+    wins = _text_windows()
+    text = [dict(id=f'extra/{wins[w][0]}/ask{a}', prompt=f'{_TEXT_ASKS[(a + w) % len(_TEXT_ASKS)]}\n\n{wins[w][1]}')
+            for a in range(len(_TEXT_ASKS)) for w in range(len(wins))]
+    seen, picked = set(have), {}
+    for kind, rows, want in (('math', math, k), ('code', code, k), ('text', text, n - 2 * k)):
+        got = []
+        for r in rows:
+            if len(got) == want: break
+            if r['prompt'] not in seen: seen.add(r['prompt']); got.append(r)
+        picked[kind] = got
+    if sum(map(len, picked.values())) < n:   # a short kind is made up by more reasoning-gym questions
+        extra = [r for r in math if r['prompt'] not in seen][:n - sum(map(len, picked.values()))]
+        picked['math'] += extra
+    rows = [r for v in picked.values() for r in v]
+    random.Random(seed).shuffle(rows)
+    if len(rows) < n: raise ValueError(f'only {len(rows)} new prompts ({ {kk: len(v) for kk, v in picked.items()} }): ask for at most that many')
+    out.mkdir(parents=True, exist_ok=True)
+    b = json.dumps(dict(train=rows, seed=seed, kinds={kk: len(v) for kk, v in picked.items()},
+                        excluded='the bundle training prompts (drafter_train_prompts(gpu))')).encode()
+    (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
+    print(f'{len(rows)} extra prompts -> {out}/prompts_extra.json', {kk: len(v) for kk, v in picked.items()}, sha(b))
 
 def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> dict:
     """Tar `members` ({name: bytes}), split the tar into out/p1/part, out/p2/part, ... of at most `part_mb` MB and write

@@ -29,11 +29,28 @@ def first_diff(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(len(a), len(b)); d = (a[:n].cpu() != b[:n].cpu()).nonzero()
     return int(d[0]) if len(d) else n
 
+OVERRIDES = ('regen_prompts', 'steps1', 'steps2')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+
 def sizes():
+    from dataclasses import replace
     from effqwen.core import get_profile
     from effqwen.drafter_opt import drafter_size
     p = get_profile('gpu'); S = drafter_size('ci' if TINY else p)
-    return p, S
+    ov = {k: int(v) for k in OVERRIDES if (v := os.environ.get(f'DRAFTER_{k.upper()}'))}
+    return p, replace(S, **ov)
+
+def load_prompts(work: Path) -> dict:
+    """The bundle's prompts; with env EXTRA_PROMPTS (device_bundle.py --extra: json + .sha256 beside it, checked) its
+    training prompts are appended after the bundle's own, so answers already regenerated keep their indices."""
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    if x := os.environ.get('EXTRA_PROMPTS'):
+        b = Path(x).read_bytes(); want = Path(x).with_suffix('.sha256').read_text().split()[0]
+        if sha(b) != want: raise ValueError(f'EXTRA_PROMPTS {x}: sha256 mismatch with its .sha256 file: re-send it')
+        have = {r['prompt'] for r in pr['train']}
+        extra = [r for r in json.loads(b)['train'] if r['prompt'] not in have]
+        pr['train'] = pr['train'] + extra
+        log(f'{len(extra)} extra training prompts from {x}: {len(pr["train"])} in all')
+    return pr
 
 def log(*a): print(f'[{time.strftime("%H:%M:%S")}]', *a, flush=True)
 
@@ -105,7 +122,7 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
     from effqwen.model import chat_prompt
     p, S = sizes()
     bf16, int4, tok = load_models(work)
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     jobs = tuple(j for j in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)) if j[0] in only)
     t_models = time.time() - t_start
@@ -154,7 +171,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     S = replace(S, lr=lr or S.lr, lr2=lr2 or S.lr2, layers=layers or S.layers)   # overrides are recorded in the result's `sizes`
     if fp32: torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     bf16, int4, tok = load_models(work, dtype=torch.float32 if fp32 else None)   # fp32: targets, features and drafters all float32
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     info, data = {}, {}
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
@@ -179,6 +196,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         data[name] = dict(ids=ids[:-nh], loss_mask=lm[:-nh], feats=feats[:-nh], held=(ids[-nh:], feats[-nh:], lm[-nh:]))
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
+        if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
+            info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
+                                               used=max(0, len(conv['prompt']) - len(json.loads((work/'bundle'/'prompts.json').read_text())['train'])))
         log(name, info[name])
     target = dict(bf16=bf16, int4=int4)
     dv = S.draft_vocab
@@ -292,7 +312,7 @@ def lossless32(work: Path, out: Path, n_lossless: int):
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter
     p, S = sizes()
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    pr = load_prompts(work)
     if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     _, int4_32, tok = load_models(work, dtype=torch.float32, with_bf16=False)
     d32 = load_drafter(work/'drafters'/'stage2', int4_32).to(DEV).float().eval()
@@ -321,7 +341,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     from effqwen.specdec import speculative_generate as hf_spec
     p, S = sizes()
     _, int4, tok = load_models(work, with_bf16=False)                # eval runs on the INT4 target only
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    pr = load_prompts(work)
     st = load_train(work)
     bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
     names = ['direct', 'stage1', 'stage2']
@@ -414,7 +434,7 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
     if DEV == 'cuda': torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     _, int4, tok = load_models(work, dtype=torch.float32, with_bf16=False)
     base = load_drafter(work/'drafters'/'stage2', int4).to(DEV).float().eval()
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    pr = load_prompts(work)
     stops = [tok.eos_token_id]
     # calibration: the first calib_convs INT4-regenerated conversations at natural length, 16 strided anchors each
     done = json.loads(regen_path(work, 'int4').read_text())

@@ -2,10 +2,11 @@
 # All of a session's GPU work on one nvidia-h200-x2 lease, as two detached chains that outlive the device's
 # 10-minute commands (setsid), each on its own GPU; a later command polls them and brings the results back.
 #
-#   GPU 0: latency_run.py (A1/A2 at the Qwen3.5-4B shape) -> verify_cost.py -> regen int4 -> train direct,stage2
-#          -> eval --no-fp32 -> merge (after GPU 1's lossless32) -> opt (A5/A6)
-#   GPU 1: waits until latency_run's HF-eager stage is over (HF eager decoding is host-bound: a busy neighbour slows
-#          it, data/results/latency_h200_contended.json) -> regen bf16 -> train stage1 -> lossless32 (after stage 2)
+#   GPU 0: [tune_engine_shapes.py] -> profile_steps.py (incl. the prefill A/B that picks the prefill paths) ->
+#          verify_cost.py -> latency_run.py (A1/A2 at the Qwen3.5-4B shape; waits for GPU 1's regen first) -> regen int4
+#          -> train direct,stage2 -> eval --no-fp32 -> merge (after GPU 1's lossless32) [-> opt (A5/A6) with OPT=1]
+#   GPU 1: regen bf16 -> waits until latency_run's HF-eager stage is over (HF eager decoding is host-bound: a busy
+#          neighbour slows it, data/results/latency_h200_contended.json) -> train stage1 -> lossless32 (after stage 2)
 #
 # Run from the repository root on the device, after `gpu_drafter.py assemble --work $WORK` (README "GPU runs"):
 #   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
@@ -15,6 +16,8 @@
 # TUNE=1 first runs tune_engine_shapes.py on GPU 0 and points the latency run at its table (EFFQWEN_KERNEL_TUNE);
 # REGEN_TAR=.devsite/regen/regen_data.tar.xz (carried, with the SHA256 file beside it) restores an earlier session's
 # answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
+# A bigger drafter run: EXTRA_PROMPTS=.devsite/extra/prompts_extra.json DRAFTER_REGEN_PROMPTS=24576 DRAFTER_STEPS1=...
+# (read by gpu_drafter.py, recorded in the result's `sizes`); DRAFTER_COMPILE=1 compiles the drafters in eval.
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
@@ -24,6 +27,7 @@ waitfor() {  # waitfor MAX_S TEST...: poll every 5 s until the test holds or MAX
   local m=$1 t0=$SECONDS; shift
   until "$@"; do [ $((SECONDS - t0)) -ge "$m" ] && return 1; sleep 5; done
 }
+regen_bf16_over() { [ -f "$W/regen_bf16.over" ]; }
 hf_over() { [ -f "$W/lat.done" ] || grep -q 'engine_bf16 \.\.\.' "$W/latency.log" 2>/dev/null; }
 stage2_over() { [ -f "$W/train_b.over" ]; }   # stage 2 saved, or its chain gave up
 lossless_over() { [ -f "$W/chain1.done" ]; }
@@ -34,7 +38,7 @@ case ${1:?start|poll|chain0|chain1} in
     if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
       sha256sum -c "${REGEN_TAR%/*}/SHA256" || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
       tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
-    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/train_*.json
+    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
     setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
     setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null &
@@ -44,28 +48,50 @@ case ${1:?start|poll|chain0|chain1} in
       mark "gpu0 tune_engine_shapes"; python3 scripts/tune_engine_shapes.py --out "$R" > "$W/tune.log" 2>&1
       export EFFQWEN_KERNEL_TUNE="$R/data/results/kernel_tune_h200.json"; fi
     if [ -z "${NO_LATENCY:-}" ]; then
-      mark "gpu0 latency_run"; python3 scripts/latency_run.py "${LAT_S:-400}" > "$W/latency.log" 2>&1; touch "$W/lat.done"
+      mark "gpu0 profile_steps"; python3 scripts/profile_steps.py --out "$R" > "$W/profile.log" 2>&1
+      # the prefill paths of the fastest A/B combination (same next token in every one) for the latency run
+      eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
+import json, sys
+ab = json.load(open(sys.argv[1]))['prefill_ab']
+if ab['same_next_token']:
+    k = min(ab['ms'], key=ab['ms'].get); g, s = (int(x.split('=')[1]) for x in k.split(','))
+    print(f'export EFFQWEN_PREFILL_GVA={g} EFFQWEN_PREFILL_SDPA_GQA={s}')
+PY
+)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default}"
       mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1
+      # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
+      eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"
+import json, sys
+r = json.load(open(sys.argv[1]))['shapes']['Qwen3.5-4B']
+c, f = r.get('fused_chunk_ctx4096'), r.get('fused_ctx4096')
+if c and f and c['verify_ms'] < f['verify_ms'] and r.get('verify_argmax_agree_rows_chunk') == r.get('verify_argmax_agree_rows'):
+    print('export EFFQWEN_GDN_VERIFY=chunk')
+PY
+)"; mark "gdn verify: ${EFFQWEN_GDN_VERIFY:-default}"
+      mark "gpu0 engine tests"; timeout 240 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fused or greedy_equals_hf" > "$W/tests.log" 2>&1
+      waitfor 420 regen_bf16_over; mark "gpu0 latency_run"
+      python3 scripts/latency_run.py "${LAT_S:-400}" > "$W/latency.log" 2>&1; touch "$W/lat.done"
     else touch "$W/lat.done"; fi
     mark "gpu0 regen int4"; $G regen --work "$W" --only int4 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_int4.log" 2>&1
     mark "gpu0 train direct,stage2"; $G train --work "$W" --drafters direct,stage2 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
     mark "gpu0 eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --no-fp32 --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
     waitfor 600 lossless_over; mark "gpu0 merge"; $G merge --work "$W" >> "$W/eval.log" 2>&1
-    mark "gpu0 opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1
+    if [ -n "${OPT:-}" ]; then mark "gpu0 opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
     mark "gpu0 done"; touch "$W/chain0.done" ;;
   chain1) export CUDA_VISIBLE_DEVICES=1 OUT=$R; mapfile -t TA < "$W/train_args"
-    waitfor 400 hf_over; mark "gpu1 regen bf16"
-    $G regen --work "$W" --only bf16 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_bf16.log" 2>&1
-    mark "gpu1 train stage1"; $G train --work "$W" --drafters stage1 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1
+    mark "gpu1 regen bf16"
+    $G regen --work "$W" --only bf16 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
+    waitfor 900 hf_over; mark "gpu1 train stage1"; $G train --work "$W" --drafters stage1 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1
     waitfor 900 stage2_over; mark "gpu1 lossless32"
     $G lossless32 --work "$W" --lossless "${LOSSLESS:-100}" > "$W/lossless32.log" 2>&1
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in tune latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
-      [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote' | cut -c1-300 | tail -6; }
+    for f in tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+      [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
-    if [ -f "$W/regen_int4_s.txt" ] && [ -f "$W/regen_bf16_s.txt" ] && [ ! -f "$R/regen_data.tar.xz" ]; then
+    T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
+    if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_int4_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
       tar -cJf "$R/regen_data.tar.xz" -C "$W" regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt; fi
     find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' \) ! -name partial.json -exec cp {} "$OUT"/ \;
     ls -la "$OUT" ;;

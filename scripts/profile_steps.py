@@ -44,6 +44,26 @@ def profile(fn, n: int = 1) -> dict:
                 groups={g: dict(us=v[0], count=v[1], share=v[0] / max(tot, 1e-9)) for g, v in sorted(groups.items(), key=lambda x: -x[1][0])},
                 top=[dict(name=k, us=v[0], count=v[1]) for k, v in sorted(kernels.items(), key=lambda x: -x[1][0])[:12]])
 
+def prefill_ab(eng, ids, reps: int = 5) -> dict:
+    """Prefill wall time (ms, median of `reps` after a warm-up) with each combination of the two copy-saving paths:
+    flash-linear-attention's grouped values (`eng.chunk_gva`, q/k not repeated) and SDPA's `enable_gqa` (k/v not
+    repeated); the engine is left with its own setting. Every combination must give the same next token."""
+    import effqwen.engine as E
+    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA)
+    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    out, toks = {}, set()
+    for gva in ((False, True) if own[0] else (False,)):
+        for sdpa in (False, True):
+            eng.chunk_gva, E.PREFILL_SDPA_GQA = gva, sdpa
+            eng.prefill(ids); sync(); ts = []
+            for _ in range(reps):
+                t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
+            out[f'gva={int(gva)},sdpa_gqa={int(sdpa)}'] = sorted(ts)[reps // 2] * 1e3
+            toks.add(int(eng.next_tok[0]))
+            print('prefill', list(out)[-1], f'{list(out.values())[-1]:.2f} ms', flush=True)
+    eng.chunk_gva, E.PREFILL_SDPA_GQA = own
+    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1]))
+
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
     from effqwen.core import render_table, write_table, provenance_line
@@ -84,6 +104,7 @@ def main():
     eng = Engine(m, max_seq_len=L, tap_layers=cfg.target_layer_ids, block_size=cfg.block_size,
                  convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
+    res['prefill_ab'] = prefill_ab(eng, ids)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
     print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
     eng.prefill(ids)

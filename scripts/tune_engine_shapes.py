@@ -1,5 +1,6 @@
 """Tune the W4A16 kernels at the shapes the engine actually runs (its fused linears: Gated-DeltaNet / attention input
-projections, gate+up, down, out) for M = 1 (decode) and M = 16 (verify-16), at the Qwen3.5-4B shape on the GPU, and
+projections, gate+up, down, out) for M = 1 (decode) and M = 16 (verify-16), and the dequantize kernel of prefill
+(M > 64: dequantize to bf16, then cuBLAS), at the Qwen3.5-4B shape on the GPU, and
 save the picks as the per-GPU table `_config_for` loads (`data/results/kernel_tune_h200.json`). The table the repo
 shipped with (`_H200_TABLE`) holds only the unfused linears of the kernel benchmark, so the engine's fused shapes ran
 on the heuristic default config (data/tables/step_profile.md: 63% of a decode step in the W4A16 mat-vec).
@@ -50,7 +51,25 @@ def main():
                                   K.w4a16_mm_ref(x.float(), mm.weight_packed, mm.weight_scale, kernel_layout=True))
                 rows.append(dict(N=N, K=Kd, M=M, calls_per_step=n, before=before.__dict__, rel_err=float(err)))
             print(rows[-1] if DEV != 'cuda' else f"{N}x{Kd} M={M} x{n}: {rows[-1]['before_us']:.1f} -> {rows[-1]['best_us']:.1f} us {rows[-1]['best']}", flush=True)
-    step = {f'M{M}': {k: sum(r[k] * r['calls_per_step'] for r in rows if r.get('M') == M and k in r) for k in ('before_us', 'best_us')} for M in (1, 16)}
+    # prefill (M > 64): the weight is dequantized to bf16 for cuBLAS; time the dequantize kernel alone per block config
+    # (the matmul after it is the same cuBLAS call whatever the config) and keep the fastest for the M > 64 bucket
+    dq = [(64, 128, 4), (32, 256, 4), (64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8), (16, 512, 4), (32, 512, 8)]
+    for (N, Kd), n in sorted(count.items()):
+        mm, M = by_shape[(N, Kd)], 8192
+        if time.time() - t0 > a.deadline: rows.append(dict(N=N, K=Kd, M=M, skipped='deadline')); continue
+        before = K._config_for('w4a16', M, N, Kd, group, torch.bfloat16, torch.device(DEV), None, kl=True)
+        deq = lambda c: K.w4a16_dequantize_triton(mm.weight_packed, mm.weight_scale, torch.bfloat16, c.block_n, c.block_k, True, c.num_warps)
+        ref, times = deq(before), {}
+        for bn, bk, nw in dq:
+            c = K.KernelConfig('dequant', bn, bk, 1, nw, 1)
+            if not torch.equal(deq(c), ref): raise RuntimeError(f'dequantize {c} differs from {before} at {N}x{Kd}')   # exact: same products
+            times[c] = K._bench(lambda: deq(c), a.rep) if DEV == 'cuda' else 0.0
+        best = min(times, key=times.get)
+        if DEV == 'cuda': K._TUNED[('w4a16', True, K._m_bucket(M), N, Kd, group, str(torch.bfloat16))] = best
+        rows.append(dict(N=N, K=Kd, M=M, calls_per_step=n, before=before.__dict__, before_us=times.get(before, K._bench(lambda: deq(before), a.rep) if DEV == 'cuda' else 0.0),
+                         best=best.__dict__, best_us=times[best], candidates=len(times), what='dequantize kernel only (prefill)'))
+        print(f"{N}x{Kd} prefill dequant x{n}: {rows[-1]['before_us']:.1f} -> {rows[-1]['best_us']:.1f} us {rows[-1]['best']}", flush=True)
+    step = {f'M{M}': {k: sum(r[k] * r['calls_per_step'] for r in rows if r.get('M') == M and k in r) for k in ('before_us', 'best_us')} for M in (1, 16, 8192)}
     doc = dict(shape='tiny-qwen3.5' if TINY else 'qwen3.5-4b', group=group, shapes=rows, per_step_linears_us=step,
                rows=K.tuned_rows(), wall_s=time.time() - t0, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
     print('per step (sum over the engine\'s W4A16 linears, us):', step)

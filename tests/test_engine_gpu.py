@@ -146,6 +146,12 @@ def test_fused_kernels_match_torch(dtype):
     yr = E.gdn_prefill(proj, cb1, S1, cw, neg_a, dtb, nw, dims, hf.torch_chunk_gated_delta_rule)
     yf = E.fused_gdn_prefill(proj, cb2, S2, cw, neg_a, dtb, nw, dims, hf.torch_chunk_gated_delta_rule)
     assert rel_error(yf, yr) < 3e-3 + tol and rel_error(S2, S1) < 3e-3 + tol and torch.equal(cb2, cb1)   # fla's chunk kernel: TF32
+    if (fla := E.fla_chunk_rule(torch.device(dev))) is not None:   # grouped values (q/k not repeated) = the repeated call of the same kernel
+        S3, cb3, S4, cb4 = (torch.zeros_like(S1), torch.zeros_like(cb1), torch.zeros_like(S1), torch.zeros_like(cb1))
+        yg = E.fused_gdn_prefill(proj, cb3, S3, cw, neg_a, dtb, nw, dims, fla, gva=True)
+        yp = E.fused_gdn_prefill(proj, cb4, S4, cw, neg_a, dtb, nw, dims, fla, gva=False)
+        assert rel_error(yg, yp) < 1e-3 + tol and rel_error(S3, S4) < 1e-3 + tol and torch.equal(cb3, cb4)
+        assert rel_error(yg, yr) < 3e-3 + tol
     # one attention token over a cache, several chunks (positions past the length must not count), with and without gate
     H, Hkv, D, R, Lmax = 8, 2, 64, 16, 300
     cos, sin = torch.randn(Lmax, R, device=dev, dtype=dtype), torch.randn(Lmax, R, device=dev, dtype=dtype)
