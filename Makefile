@@ -36,8 +36,10 @@ sync-check: install
 # The Triton kernels notebook runs in its own nbdev_test process: without a GPU it sets TRITON_INTERPRET=1 before
 # defining kernels, and nbdev_test reuses worker processes, where an earlier notebook may already have imported
 # effqwen.kernels uninterpreted. Everything else uses the kernels' torch reference path on a CPU.
+# Two workers on a 2-core machine: one thread each (OMP_NUM_THREADS=2 per worker oversubscribes the cores, and small
+# torch ops then run 10-200x slower); the single-process runs below keep 2 threads.
 nbtest: assets
-	$(VENV)/bin/nbdev_test --n_workers 2 --skip_file_glob '15_kernels*'
+	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers 2 --skip_file_glob '15_kernels*'
 	TRITON_INTERPRET=1 $(VENV)/bin/nbdev_test --path nbs/15_kernels.ipynb
 
 # pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit

@@ -666,8 +666,8 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4)
     return y
 
-GDN_VERIFY = 'fused'   # Gated-DeltaNet verify of the fused engine: 'fused' (`fused_gdn_verify`, token by token), 'chunk' (the
-                       # same function with the one-chunk WY kernel; untimed on a GPU yet) or 'torch' (`gdn_verify`)
+GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
+                       # 'fused' (the same function, token by token) or 'torch' (`gdn_verify`)
 
 def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None):
     "Verify of a T-token block (same contract as `gdn_verify`): states untouched, commit's scratch (xcat, k, v_new, c) filled; y (T, Vd)."

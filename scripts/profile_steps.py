@@ -75,10 +75,15 @@ def render(path: str = 'data/results/step_profile_h200.json'):
     md = (f"### Where the step time goes: {doc['shape']} shape, batch 1, {doc['provenance']['device']}\n\n"
           + render_table(rows, [('group', 'kernel group', '{}')] + [(k, k, '{}') for k in steps]) + '\n'
           + f"GPU kernel time in µs (share of the step, kernels per step) from torch.profiler, each step run eagerly (outside its CUDA graph) "
-            f"after a warm-up: prefill of {doc['prompt']} tokens, decode-1 and verify-16 of the W4A16 engine (fused default paths), one step of the "
+            f"after a warm-up: prefill of {doc['prompt']} tokens, decode-1 and verify-16 of the W4A16 engine (the fused paths that were the defaults at the run's commit: the top kernels name them), one step of the "
             "5-layer bf16 DFlash drafter with full attention. Sums of kernel times, not wall time: the CUDA-graph replay runs the same kernels "
             "without launch gaps (26_latency has the step latencies). A breakdown for choosing what to optimize, not a benchmark.\n\n"
           + '\n'.join(f"- {k}: " + '; '.join(f"`{t['name'][:60]}` {t['us']:,.0f} µs × {t['count']:.0f}" for t in v['top'][:4]) for k, v in steps.items())
+          + ('\n\nPrefill wall time of the same engine (ms, median of 5) with and without the two copy-saving paths — '
+             '`gva`: flash-linear-attention\'s grouped-value chunk kernel on q/k as they are (off: repeated to H_v heads, as transformers calls it); '
+             '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads): '
+             + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
+             + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
