@@ -467,9 +467,12 @@ def pack_features(target, input_ids:torch.Tensor, # (N, S) packed chunks
                   layer_ids:list[int], batch_size:int=4, progress:bool=True)->torch.Tensor:
     "Target features (N, S, k·H) of every chunk, computed once (the target is frozen), in batches."
     from tqdm.auto import tqdm
-    it = range(0, len(input_ids), batch_size)
-    return torch.cat([target_features(target, input_ids[i:i + batch_size], layer_ids)
-                      for i in tqdm(it, desc='target features', leave=False, disable=not progress)])
+    out = None   # filled in place: concatenating the batches would hold every feature twice at the peak
+    for i in tqdm(range(0, len(input_ids), batch_size), desc='target features', leave=False, disable=not progress):
+        f = target_features(target, input_ids[i:i + batch_size], layer_ids)
+        if out is None: out = f.new_empty(len(input_ids), *f.shape[1:])
+        out[i:i + len(f)] = f
+    return out
 
 # %% ../nbs/10_drafter_opt.ipynb #2a951bfc
 def eval_speculative(target, drafters:dict, # {name: bound drafter (or any proposer)}
