@@ -894,7 +894,11 @@ def _reset(self:Engine)->Engine:
     self.pos.zero_(); self.out_ids.zero_(); self.length = 0
     return self
 
-Engine.setup, Engine.reset = _setup, _reset
+def _linears(self:Engine, head:bool=True)->list:
+    "The engine's linear modules in call order: every layer's fused input projection, output projection, gate+up and down (then the LM head)."
+    return [m for L in self.layers for m in (L.proj, L.out, L.mlp_in, L.mlp_out)] + ([self.head] if head else [])
+
+Engine.setup, Engine.reset, Engine.linears = _setup, _reset, _linears
 
 # %% ../nbs/16_engine.ipynb #f6f50e09
 def _attn_gate(proj, dims):
@@ -1248,7 +1252,7 @@ def _peak_gb(reset:bool=False):
 def linears_ms(eng:Engine, n:int=10)->float:
     "ms of one decode step's linears alone (every layer's fused projections and the head), replayed from a CUDA graph."
     c, dev, dt = eng.cfg, eng.device, eng.dtype
-    mods = [m for L in eng.layers for m in (L.proj, L.out, L.mlp_in, L.mlp_out)] + [eng.head]
+    mods = eng.linears()
     xs = [torch.randn(1, (m.in_features if hasattr(m, 'in_features') else m.weight.shape[1]), device=dev, dtype=dt) for m in mods]
     fn = lambda: [m(x) for m, x in zip(mods, xs)]
     if dev.type != 'cuda': return _gpu_ms(fn, n)
@@ -1381,7 +1385,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         t = sync(); eng = Engine(m, max_seq_len=Lmax, block_size=block_size, convert=convert, compile=comp, fused=fused,
                                  convert_head=w4_head and convert is not None); build = sync() - t
         r = res['engine'][key] = dict(linears=kind, compile=comp, cuda_graphs=True, fused=eng.fused, w4_head=w4_head and convert is not None, build_s=build,
-                                      linear_gb=_weight_bytes([mm for L in eng.layers for mm in (L.proj, L.out, L.mlp_in, L.mlp_out)] + [eng.head]) / 2**30)
+                                      linear_gb=_weight_bytes(eng.linears()) / 2**30)
         out = eng.generate(st.ids[P0], check_tokens)
         if kind == 'w4a16': st.w4_tokens = out.clone()
         if st.ref is not None and kind == 'bf16':

@@ -31,7 +31,7 @@ def main():
         from effqwen.model import load_target
         m, group = load_target('qwen3.5-4b', device=DEV, dtype='bfloat16')[0], 128
     eng = Engine(m, max_seq_len=256, convert=lambda l: K.W4A16Linear.from_float(l, group_size=group))
-    mods = [mm for L in eng.layers for mm in (L.proj, L.out, L.mlp_in, L.mlp_out) if isinstance(mm, K.W4A16Linear)]
+    mods = [mm for mm in eng.linears(head=False) if isinstance(mm, K.W4A16Linear)]
     count = Counter((mm.out_features, mm.in_features) for mm in mods)
     by_shape = {(mm.out_features, mm.in_features): mm for mm in mods}
     rows, done = [], []
