@@ -29,7 +29,7 @@ def first_diff(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(len(a), len(b)); d = (a[:n].cpu() != b[:n].cpu()).nonzero()
     return int(d[0]) if len(d) else n
 
-OVERRIDES = ('regen_prompts', 'steps1', 'steps2')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
 
 def sizes():
     from dataclasses import replace
