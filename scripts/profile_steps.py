@@ -44,6 +44,39 @@ def profile(fn, n: int = 1) -> dict:
                 groups={g: dict(us=v[0], count=v[1], share=v[0] / max(tot, 1e-9)) for g, v in sorted(groups.items(), key=lambda x: -x[1][0])},
                 top=[dict(name=k, us=v[0], count=v[1]) for k, v in sorted(kernels.items(), key=lambda x: -x[1][0])[:12]])
 
+def idle_gaps(fn, top: int = 8, min_us: float = 20.0) -> dict|None:
+    """Where the GPU waits during one call of fn (CUDA only): kernels and CPU ops traced together, the union of kernel
+    intervals against the call's span, and the longest idle gaps with the kernels around them and the CPU ops that ran
+    meanwhile (a gap means the host had not yet launched the next kernel). The tracer slows the host, so the gaps are
+    larger than in an untraced call; where they fall is the point."""
+    if DEV != 'cuda': return None
+    from torch.profiler import profile as tp, ProfilerActivity
+    fn(); torch.cuda.synchronize()
+    with tp(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        fn(); torch.cuda.synchronize()
+    ev = prof.events()
+    ks = [(e.time_range.start, e.time_range.end, e.name) for e in ev if e.device_type == torch.autograd.DeviceType.CUDA]
+    cpu = [(e.time_range.start, e.time_range.end, e.name) for e in ev
+           if e.device_type != torch.autograd.DeviceType.CUDA and (e.cpu_parent is None or e.cpu_parent.cpu_parent is None)]
+    return gap_stats(ks, cpu, top, min_us) if ks else None
+
+def gap_stats(ks: list, cpu: list, top: int = 8, min_us: float = 20.0) -> dict:
+    "Idle time between (start, end, name) kernel intervals (overlaps merged) and the host ops [(start, end, name)] inside the longest gaps."
+    ks = sorted(ks, key=lambda k: k[0])
+    busy, gaps, end, prev = 0.0, [], ks[0][0], ks[0][2]
+    for a, b, name in ks:
+        if a > end + min_us: gaps.append((a - end, end, a, prev, name))
+        if b > end: busy += b - max(a, end); end = b; prev = name
+    gaps.sort(reverse=True)
+    def during(a, b):
+        ov = defaultdict(float)
+        for c0, c1, n in cpu:
+            if c1 > a and c0 < b: ov[n[:60]] += min(c1, b) - max(c0, a)
+        return [dict(op=n, us=round(u, 1)) for n, u in sorted(ov.items(), key=lambda x: -x[1])[:4]]
+    span = ks[-1][1] - ks[0][0]
+    return dict(span_us=span, busy_us=busy, idle_us=span - busy, gaps_over_min=len(gaps), idle_in_gaps_us=sum(g[0] for g in gaps), min_gap_us=min_us,
+                top=[dict(us=round(g[0], 1), after=g[3][:60], before=g[4][:60], cpu=during(g[1], g[2])) for g in gaps[:top]])
+
 def prefill_ab(eng, ids, reps: int = 5) -> dict:
     """Prefill wall time (ms, median of `reps` after a warm-up) with each combination of the two copy-saving paths:
     flash-linear-attention's grouped values (`eng.chunk_gva`, q/k not repeated) and SDPA's `enable_gqa` (k/v not
@@ -84,6 +117,10 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads): '
              + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
              + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
+          + (f"\n\nGPU idle inside one traced prefill: {doc['prefill_idle']['idle_us'] / 1e3:.1f} ms of a {doc['prefill_idle']['span_us'] / 1e3:.1f} ms span "
+             f"({doc['prefill_idle']['gaps_over_min']} gaps over {doc['prefill_idle']['min_gap_us']:.0f} µs; the tracer slows the host, so gaps are larger than untraced). Longest: "
+             + '; '.join(f"{g['us']:.0f} µs after `{g['after'][:40]}` (host: {', '.join(c['op'][:40] for c in g['cpu'][:2])})" for g in doc['prefill_idle']['top'][:4])
+             if doc.get('prefill_idle') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
@@ -110,6 +147,8 @@ def main():
                  convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
     res['prefill_ab'] = prefill_ab(eng, ids)
+    res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
+    if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
     print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
     eng.prefill(ids)
