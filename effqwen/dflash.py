@@ -320,9 +320,13 @@ def _to_target(self:DFlashDrafter, ids:torch.Tensor)->torch.Tensor:
     d2t = getattr(self, 'd2t', None)
     return ids if d2t is None else d2t.to(ids.device)[ids]
 
-def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor # target ids the drafter may propose
+def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target ids the drafter may propose (None: all again)
                     )->DFlashDrafter:
-    "Restrict the drafter's LM head to `token_ids` (sorted, unique; FR-Spec's frequency-ranked draft vocabulary)."
+    "Restrict the drafter's LM head to `token_ids` (sorted, unique; FR-Spec's frequency-ranked draft vocabulary), or lift it."
+    if token_ids is None:
+        if getattr(self, 'd2t', None) is not None: del self.d2t
+        self.cfg = replace(self.cfg, draft_vocab_size=None)
+        return self
     ids = torch.as_tensor(token_ids).long().flatten().unique()
     if len(ids) == 0 or ids.min() < 0 or ids.max() >= self.cfg.vocab_size:
         raise ValueError(f'draft vocabulary must be non-empty target ids in [0, {self.cfg.vocab_size})')

@@ -1199,7 +1199,7 @@ class StaticDrafter:
             o = gqa_attention(q, [(kc, vc), (kb[0], vb[0])], see, a.d ** -0.5)
             h = h + a.o_proj(o)[None]
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        self.tokens.copy_(d.logits(d.norm(h)[:, 1:])[0].argmax(-1))
+        self.tokens.copy_(d.to_target(d.draft_logits(d.norm(h)[:, 1:])[0].argmax(-1)))   # argmax over the draft vocabulary only
         self.ctx_len.add_(self.n_new)
 
     def _capture(self):
@@ -1305,6 +1305,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       drafter:bool=True, # time the DFlash drafter step (4B reference shape)
                       hf_w4_check:bool=True, # last: quantize HF's linears in place and compare with the W4 engine
                       drafter_compile:bool=True, # also time each drafter variant with its step torch.compiled (keys '..._compiled')
+                      draft_vocab:int|None=None, # also time the drafters with their head cut to this many rows (FR-Spec; keys '..._dv<n>')
                       deadline_s:float=330.0, # start no new stage after this many seconds
                       progress=None, # callable(str)
                       checkpoint=None, # callable(partial result dict), after every stage
@@ -1419,12 +1420,16 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         cfg = reference_drafter_config(m, block_size)
         torch.manual_seed(seed)
         dr = DFlashDrafter(cfg).to(dev, next(m.parameters()).dtype).eval().bind(m)
+        V = cfg.vocab_size   # a draft vocabulary of random ids (weights are random too: which rows does not change the cost)
+        dv_ids = None if draft_vocab is None else torch.randperm(V, generator=torch.Generator().manual_seed(seed))[:draft_vocab].sort().values
+        combos = [(W, comp, None) for W in (None, 1024) for comp in ((False, True) if drafter_compile else (False,))]
+        if dv_ids is not None: combos += [(W, drafter_compile, draft_vocab) for W in (None, 1024)]
         for kind in ('bf16', 'w4a16'):
             if kind == 'w4a16': replace_linears(dr, lambda l: W4A16Linear.from_float(l, group_size=group_size))
-            for W, comp in [(W, comp) for W in (None, 1024) for comp in ((False, True) if drafter_compile else (False,))]:
-                dr.set_sliding_window(W)
+            for W, comp, dv in combos:
+                dr.set_sliding_window(W); dr.set_draft_vocab(None if dv is None else dv_ids)
                 _peak_gb(reset=True)
-                key = f"{kind}_{'full' if W is None else f'swa{W}'}{'_compiled' if comp else ''}"
+                key = f"{kind}_{'full' if W is None else f'swa{W}'}{'' if dv is None else f'_dv{dv}'}{'_compiled' if comp else ''}"
                 try: sd = StaticDrafter(dr, Lmax, compile=comp)                # (compiles and records the graph here)
                 except Exception as e:                                         # a variant that fails leaves the others
                     res['errors'].append(f'drafter {key}: {type(e).__name__}: {e}'); say(res['errors'][-1]); continue

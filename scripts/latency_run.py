@@ -11,7 +11,14 @@ for flag in ('PREFILL_GVA', 'PREFILL_SDPA_GQA'):
 # the Gated-DeltaNet verify kernel picked from scripts/verify_cost.py's run ('fused' token by token, or 'chunk')
 if (v := os.environ.get('EFFQWEN_GDN_VERIFY')) in ('fused', 'chunk'): E.GDN_VERIFY = v
 ck = lambda d: (out/'partial.json').write_text(json.dumps(d, default=str, indent=1))
-r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lambda s: print(s, flush=True))
+# the drafters whose tau the A2 projections use propose from an FR-Spec draft vocabulary (gpu DrafterSize.draft_vocab rows of
+# SmolLM2's vocabulary): time the 4B-shape drafter with its head cut to the same fraction of Qwen3.5's vocabulary as well
+from effqwen.model import QWEN35_SHAPES
+tr = json.loads((pathlib.Path('data/results/drafter_training_gpu.json')).read_text())['train']
+frac = tr['sizes']['draft_vocab'] / tr['drafter']['vocab_size'] if tr['sizes'].get('draft_vocab') else None
+dv = round(frac * QWEN35_SHAPES['qwen3.5-4b']['vocab_size']) if frac else None
+r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lambda s: print(s, flush=True), draft_vocab=dv)
+r['draft_vocab'] = dict(rows=dv, fraction=frac, source=f"drafter_training_gpu.json: {tr['sizes'].get('draft_vocab')} of {tr['drafter']['vocab_size']}") if dv else None
 import effqwen.kernels as K
 r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA)
