@@ -19,9 +19,10 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 
            'ATTN_WARPS', 'VERIFY_ATTN', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
            'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
            'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
-           'fused_gdn_decode', 'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention',
-           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill',
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -504,6 +505,32 @@ if triton is not None:
                      mask=mc[:, None] & (j[None, :] < KC))
 
     @triton.jit
+    def _gdn_commit_kernel(S_ptr, buf_ptr, xs_ptr, k_ptr, v_ptr, c_ptr, n_ptr, C, HV,
+                           T: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
+                           KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr):
+        pid = tl.program_id(0)
+        n = tl.load(n_ptr)                                              # block tokens kept, 1..T (a device tensor)
+        nbv = (DV + BV - 1) // BV
+        if pid < HV * nbv:                                              # S_h ← e^{c_{n-1}} S_h + Σ_{j<n} e^{c_{n-1} - c_j} k_j v_jᵀ
+            h = pid // nbv
+            ov = (pid % nbv) * BV + tl.arange(0, BV); mv = ov < DV
+            ok = tl.arange(0, BK); mk = ok < DK
+            last = tl.load(c_ptr + h * T + n - 1)
+            sp = S_ptr + h * DK * DV + ok[:, None] * DV + ov[None, :]
+            S = tl.load(sp, mask=mk[:, None] & mv[None, :], other=0.0) * tl.exp(last)
+            for j in tl.static_range(T):
+                w = tl.where(j < n, tl.exp(last - tl.load(c_ptr + h * T + j)), 0.0)
+                kj = tl.load(k_ptr + (h * T + j) * DK + ok, mask=mk, other=0.0)
+                vj = tl.load(v_ptr + (h * T + j) * DV + ov, mask=mv, other=0.0)
+                S += (kj * w)[:, None] * vj[None, :]
+            tl.store(sp, S, mask=mk[:, None] & mv[None, :])
+        else:                                                           # conv window ← the K inputs ending at token n - 1
+            c = (pid - HV * nbv) * BC + tl.arange(0, BC); mc = c < C
+            jj = tl.arange(0, KCP); m = mc[:, None] & (jj[None, :] < KC)
+            x = tl.load(xs_ptr + c[:, None] * (KC + T) + n + jj[None, :], mask=m, other=0.0)
+            tl.store(buf_ptr + c[:, None] * KC + jj[None, :], x, mask=m)
+
+    @triton.jit
     def _conv_prefill_kernel(proj_ptr, w_ptr, out_ptr, T, C, Kd, Vd, PS,
                              KC: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
         t = (tl.program_id(0) * BT + tl.arange(0, BT)).to(tl.int64)
@@ -668,6 +695,15 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
 
 GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
                        # 'fused' (the same function, token by token) or 'torch' (`gdn_verify`)
+
+def fused_gdn_commit(S, conv_buf, xs, ks, vs, cs, # state, conv window (updated in place) and the verify scratch
+                     n:torch.Tensor, # (1,) int64 on the device: block tokens kept, 1 <= n <= T
+                     bv:int=64)->None:
+    "`gdn_commit` as one Triton kernel per layer (state update and conv window), reading n on the device."
+    Hv, T, Dk = ks.shape; Dv, (C, KC) = vs.shape[2], conv_buf.shape
+    bv, BC = min(bv, _np2(Dv)), 256
+    _gdn_commit_kernel[(Hv * triton.cdiv(Dv, bv) + triton.cdiv(C, BC),)](S, conv_buf, xs, ks, vs, cs, n, C, Hv, T=T, DK=Dk, DV=Dv, BK=_np2(Dk),
+                                                                         BV=bv, KC=KC, KCP=_np2(KC), BC=BC, num_warps=4)
 
 def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None):
     "Verify of a T-token block (same contract as `gdn_verify`): states untouched, commit's scratch (xcat, k, v_new, c) filled; y (T, Vd)."
@@ -965,8 +1001,9 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
 
 def _commit_step(self:Engine):
     "Advance every Gated-DeltaNet state by `n_keep` of the verified block's tokens, and `pos` by `n_keep`."
+    commit = fused_gdn_commit if self.fused else self.f['gdn_commit']              # (every verify path fills the same scratch)
     for L in self.layers:
-        if L.kind == 'linear_attention': self.f['gdn_commit'](L.S, L.conv_buf, *L.scratch, self.n_keep)
+        if L.kind == 'linear_attention': commit(L.S, L.conv_buf, *L.scratch, self.n_keep)
     self.pos.add_(self.n_keep)
 
 Engine._run, Engine._commit_step = _run, _commit_step

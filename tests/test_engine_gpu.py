@@ -139,6 +139,17 @@ def test_fused_kernels_match_torch(dtype):
         yr = E.gdn_decode(proj, cb1, S1, cw, neg_a, dtb, nw, dims)
         yf = E.fused_gdn_decode(proj, cb2, S2, cw, neg_a, dtb, nw, dims, bv=bv)
         assert rel_error(yf, yr) < tol and rel_error(S2, S1) < tol and torch.equal(cb2, cb1)
+    # commit of n block tokens after a verify: the Triton kernel against `gdn_commit` (state and conv window)
+    T = 16
+    proj = torch.randn(T, C + Vd + 2 * Hv, device=dev, dtype=dtype)
+    S0, cb0 = torch.randn(Hv, Dk, Dv, device=dev) * 0.3, torch.randn(C, Kc, device=dev, dtype=dtype)
+    scr = (torch.zeros(C, Kc + T, device=dev, dtype=dtype), torch.zeros(Hv, T, Dk, device=dev), torch.zeros(Hv, T, Dv, device=dev), torch.zeros(Hv, T, device=dev))
+    E.gdn_verify(proj, cb0, S0, cw, neg_a, dtb, nw, dims, *scr)
+    for n in (1, 7, 16):
+        S1, cb1, S2, cb2 = S0.clone(), cb0.clone(), S0.clone(), cb0.clone()
+        nn_ = torch.tensor([n], device=dev)
+        E.gdn_commit(S1, cb1, *scr, nn_); E.fused_gdn_commit(S2, cb2, *scr, nn_)
+        assert rel_error(S2, S1) < 1e-5 and torch.equal(cb2, cb1), n
     from transformers.models.qwen3_5 import modeling_qwen3_5 as hf
     proj = torch.randn(100, C + Vd + 2 * Hv, device=dev, dtype=dtype)
     S1, cb1, S2, cb2 = (torch.zeros(Hv, Dk, Dv, device=dev), torch.zeros(C, Kc, device=dev, dtype=dtype),
