@@ -45,6 +45,9 @@ case ${1:?start|poll|chain0|chain1} in
     setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null &
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
   chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
+    # a short smoke of the fused engine on the GPU first (verify + commit against HF): a kernel that only the
+    # interpreter accepted would otherwise fail every later stage
+    if [ -z "${NO_SMOKE:-}" ]; then mark "gpu0 smoke"; timeout 240 python3 -m pytest -q -x tests/test_engine_gpu.py -k verify_commit_equal_hf > "$W/smoke.log" 2>&1 || mark "SMOKE FAILED (see smoke.log)"; fi
     if [ -n "${TUNE:-}" ]; then   # TUNE=1: tune the engine's W4A16 shapes first; the latency run then uses that table
       mark "gpu0 tune_engine_shapes"; python3 scripts/tune_engine_shapes.py --out "$R" > "$W/tune.log" 2>&1
       export EFFQWEN_KERNEL_TUNE="$R/data/results/kernel_tune_h200.json"; fi
@@ -89,7 +92,7 @@ PY
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+    for f in smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
