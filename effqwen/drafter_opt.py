@@ -24,7 +24,8 @@ __all__ = ['log', 'DRAFTER_PTQ', 'DRAFTER_SIZES', 'DRAFTER_MATH', 'strided_ancho
            'quantize_drafter', 'layer_hessians', 'save_drafter_compressed', 'attention_cost', 'time_attention',
            'replay_acceptance', 'time_drafter_step', 'frequent_tokens', 'DrafterSize', 'drafter_size',
            'drafter_prompts', 'drafter_train_prompts', 'drafter_conversations', 'drafter_dir', 'load_saved_drafter',
-           'mask_token_for', 'benchmark_prompts', 'int4_target', 'int4_target_id', 'pack_features', 'eval_speculative']
+           'mask_token_for', 'benchmark_prompts', 'int4_target', 'int4_target_id', 'pack_features', 'eval_speculative',
+           'tau_distribution_figure']
 
 # %% ../nbs/10_drafter_opt.ipynb #56f28743
 def strided_anchors(response_mask:torch.Tensor, # bool (S,): assistant tokens of one conversation
@@ -497,3 +498,26 @@ def eval_speculative(target, drafters:dict, # {name: bound drafter (or any propo
     for per in out.values():
         for o in per.values(): o['tau'] = sum(o['lengths']) / max(1, len(o['lengths']))
     return out
+
+# %% ../nbs/10_drafter_opt.ipynb #fd3e00ee
+def tau_distribution_figure(ev:dict, # {drafter: {benchmark: {'lengths': [...], 'tau': float}}}
+                            block:int, # B: the most tokens a round commits
+                            labels:dict|None=None, # {drafter: legend label} (default: the drafter names, in ev's order)
+                            n_prompts:dict|None=None, # {benchmark: prompts} for the panel titles
+                            title:str=''):
+    "One panel per benchmark, one bar group per drafter: share of rounds committing k tokens; returns the figure."
+    import matplotlib.pyplot as plt
+    labels = labels or {n: n for n in ev}
+    bench = list(next(iter(ev.values())))
+    fig, axes = plt.subplots(1, len(bench), figsize=(4.2 * len(bench), 3.2), squeeze=False, sharey=True)
+    ks, w = torch.arange(1, block + 1), 0.8 / len(labels)
+    for ax, b in zip(axes[0], bench):
+        for j, n in enumerate(labels):
+            L = torch.tensor(ev[n][b]['lengths'] or [0])
+            ax.bar(ks + (j - (len(labels) - 1) / 2) * w, torch.stack([(L == k).float().mean() for k in ks]), width=w,
+                   label=f"{labels[n]} (τ {ev[n][b]['tau']:.2f})")
+        ax.set_title(f"{b}{f' ({n_prompts[b]} prompts)' if n_prompts else ''}", fontsize=9); ax.set_xlabel('tokens committed per round')
+        ax.set_xlim(0.4, block + 0.6); ax.legend(frameon=False, fontsize=7)
+    axes[0][0].set_ylabel('share of rounds')
+    if title: fig.suptitle(title, fontsize=9, y=1.03)
+    return fig

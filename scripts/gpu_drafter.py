@@ -596,6 +596,13 @@ def render(path: Path):
     prof = doc['provenance']['profile']
     print(write_table('drafter_a4_gpu', md, prof), write_table('latency_a2_true_smollm2', md2, prof))
     print(md); print(md2)
+    import matplotlib; matplotlib.use('Agg')
+    from effqwen.core import save_figure
+    from effqwen.drafter_opt import tau_distribution_figure
+    fig = tau_distribution_figure({k: ev[k] for k in ('direct', 'stage1', 'stage2')}, tr['drafter']['block_size'], LABEL, doc['eval_prompts'],
+                                  f"SmolLM2: tokens committed per round on the INT4 target, gpu profile "
+                                  f"({doc['provenance']['device']}, {doc['provenance']['date'][:10]}, git {doc['provenance']['git_sha'][:8]})")
+    print(save_figure(fig, 'drafter_tau_gpu', prof))
 
 def main():
     ap = argparse.ArgumentParser()
