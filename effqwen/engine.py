@@ -1120,6 +1120,15 @@ def _sync(device):
     if device.type == 'cuda': torch.cuda.synchronize(device)
     return time.perf_counter()
 
+def _mark(device):
+    "A point in the stream's time without a sync: a recorded CUDA event on a GPU, the host clock otherwise."
+    if device.type != 'cuda': return time.perf_counter()
+    e = torch.cuda.Event(enable_timing=True); e.record(); return e
+
+def _elapsed(a, b)->float:
+    "Seconds between two `_mark`s (CUDA events are read once the work is done)."
+    return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
+
 @torch.no_grad()
 def speculative_generate(engine:Engine, # target engine, `tap_layers` = the drafter's `layer_ids`
                          drafter, # bound DFlashDrafter or any `specdec` proposer
@@ -1146,14 +1155,20 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     prop.start()
     t1 = _sync(dev); st.prefill_s = t1 - t0
     stopped = ids[0, -1].item() in stops
+    # One host sync per round: the drafts, the block and the anchor stay on the device (a copy from host memory would
+    # synchronize the stream too), and the drafts come back together with the target's tokens in one transfer.
+    blk, last = torch.zeros(B, dtype=torch.long, device=dev), engine.tok[:1]   # last: the anchor (the last committed token)
+    kw = lambda: dict(anchor=last) if getattr(prop, 'takes_anchor', False) else {}   # `StaticDrafter` reads it on the device
+    marks = []                                                                 # per round: (start, drafted, done)
     while ids.shape[1] - P < max_new_tokens and not stopped:
-        ta = _sync(dev)
-        draft, _ = prop.propose(ids, ctx_new, B - 1)
-        draft = draft.reshape(-1).cpu()
-        draft = torch.cat([draft, draft.new_zeros(B - 1 - len(draft))])           # static block: pad short proposals
-        tb = _sync(dev)
-        engine.verify(torch.cat([ids[0, -1:], draft]).to(dev))
-        target = engine.next_tok.cpu()
+        m0 = _mark(dev)
+        draft, _ = prop.propose(ids, ctx_new, B - 1, **kw())
+        draft = draft.reshape(-1).to(dev)
+        m1 = _mark(dev)
+        blk[:1].copy_(last); blk[1:1 + len(draft)].copy_(draft); blk[1 + len(draft):].zero_()   # static block: pad short proposals
+        engine.verify(blk)
+        both = torch.cat([blk[1:], engine.next_tok]).cpu()                    # the round's only sync
+        draft, target = both[:B - 1], both[B - 1:]
         a, _ = accept_greedy(draft, target)
         a = min(a, max_new_tokens - (ids.shape[1] - P) - 1)                     # never commit past max_new_tokens
         engine.commit(a + 1)
@@ -1161,11 +1176,12 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
         hit = [i for i, t in enumerate(new.tolist()) if t in stops]
         if hit: new, stopped = new[:hit[0] + 1], True
         ids = torch.cat([ids, new[None]], 1)
+        last = engine.next_tok[a:a + 1]                                        # read before the next verify rewrites it
         if prop.layer_ids: ctx_new = engine.taps[:a + 1][None].clone()
-        tc = _sync(dev)
-        st.draft_s += tb - ta; st.verify_s += tc - tb
+        marks.append((m0, m1, _mark(dev)))
         st.acceptance_lengths.append(len(new))
     st.decode_s = _sync(dev) - t1
+    st.draft_s, st.verify_s = sum(_elapsed(a, b) for a, b, _ in marks), sum(_elapsed(b, c) for _, b, c in marks)
     st.new_tokens = ids[:, P:]
     st.rounds = len(st.acceptance_lengths)
     st.tau = sum(st.acceptance_lengths) / max(1, st.rounds)
@@ -1175,6 +1191,7 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
 # %% ../nbs/16_engine.ipynb #5efaa7da
 class StaticDrafter:
     "A bound `DFlashDrafter` on static buffers with a recordable greedy `propose` step (a specdec proposer)."
+    takes_anchor = True   # `propose(..., anchor=)` takes the anchor token already on the device
     def __init__(self, drafter, # bound `DFlashDrafter` (its linears may be quantized modules)
                  max_seq_len:int, # longest context (prompt + generated) it will see
                  cuda_graphs:bool|None=None, # record the step as a CUDA graph (default: on CUDA)
@@ -1255,7 +1272,9 @@ class StaticDrafter:
     @torch.no_grad()
     def propose(self, ids:torch.Tensor, # (1, T) committed tokens, the last is the anchor
                 ctx_new:torch.Tensor, # (1, m, k·H) target features of the tokens committed since the last call
-                n:int, *args, **kw):
+                n:int, *args,
+                anchor:torch.Tensor|None=None, # (1,) the anchor already on the device (no host-to-device copy, no sync)
+                **kw):
         "Greedy draft of n <= B-1 tokens after the anchor: (tokens (n,), None)."
         m, B = ctx_new.shape[1], self.block_size
         if self.length + m + B > self.max_seq_len: raise ValueError(f'context of {self.length + m} tokens + block {B} exceeds max_seq_len={self.max_seq_len}')
@@ -1263,7 +1282,7 @@ class StaticDrafter:
             self._project(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
             self.ctx_len.add_(m - 1); self.length += m - 1; ctx_new = ctx_new[:, m - 1:]; m = 1
         self.ctx_in[:m].copy_(ctx_new[0]); self.n_new.fill_(m); self.length += m
-        self.anchor.copy_(ids[0, -1:].to(self.device))
+        self.anchor.copy_(anchor if anchor is not None else ids[0, -1:].to(self.device))
         if self.graph is not None: self.graph.replay()
         else: self._fn()
         return self.tokens[:n].clone(), None
