@@ -1096,7 +1096,8 @@ Engine.verify, Engine.commit = _verify, _commit
 def _generate(self:Engine, input_ids:torch.Tensor, # (1, P) prompt
               max_new_tokens:int, # tokens to generate
               stop_token_ids:list|None=None, # stop after the first of these
-              chunk:int=32, # decode steps between host checks for a stop token
+              chunk:int=8, # decode steps between host checks for a stop token (up to chunk - 1 steps are decoded past a stop
+                           # and dropped; one sync per chunk costs far less than a decode step)
              )->torch.Tensor:
     "Greedy generation; returns the new tokens (1, n). Identical to `effqwen.model.greedy_generate`."
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
