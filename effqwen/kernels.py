@@ -840,7 +840,7 @@ _TUNED: dict = {}   # (fmt, kernel layout?, M bucket, N, K, group, dtype) -> Ker
 # (fmt, M bucket, N, K) -> (kernel, block_n, block_k, split_k, warps, stages).
 # `_config_for` uses them on CUDA when `tune` has not run for the shape; other shapes get `_default_config`.
 # The three 'mv2' entries (4B gate/up 9216x2560, q_proj/in_proj_qkv 8192x2560, in_proj_z 4096x2560 at M = 1) come
-# from the kernel sweep (`scripts/kernel_sweep.py --final`, `_runs/kernel_sweep/run4_final`), which timed them against
+# from the kernel sweep (`scripts/kernel_sweep.py --final`, `data/results/kernel_sweep_h200.json` under `runs.run4_final`), which timed them against
 # the 'mv' entries they replace in the same run.
 _H200_TABLE = {
     ('bcq', 1, 1024, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 1, 1024, 4096): ('mv', 32, 512, 8, 4, 1),

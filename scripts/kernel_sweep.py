@@ -10,7 +10,7 @@ it is timed; timing is `effqwen.kernels._bench` (CUDA-graph replay of 10 x (256 
 flushes; median). Candidates are compiled (and checked) in parallel worker processes first, so the main process
 only times. Results go to `<out>/kernel_sweep.json`, rewritten after every shape.
 
-History (results in `_runs/kernel_sweep/run*`): run1 timed `_w4_mv_v2` with 1-10 unrolled tiles and 16-byte
+History (rounds 1-4 collected in data/results/kernel_sweep_h200.json, round 5 in kernel_sweep_lut_h200.json): run1 timed `_w4_mv_v2` with 1-10 unrolled tiles and 16-byte
 activation loads, the mantissa-trick BCQ kernel `_bcq_mv_v2` and wider `mv`/`tc` config grids; run2 the tiled
 weight layout (`to_blocked`, `_w4_tc_v3`) and the load-only floors with / without the split-K reduction; run3 the
 prefetching loop (`TILES == 0`) with whole rows per program and small-row tensor-core configs (the `candidates`
