@@ -16,13 +16,13 @@ log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_SDPA_GQA', 'ATTN_CHUNK', 'ATTN_BL',
-           'ATTN_WARPS', 'VERIFY_ATTN', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
-           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+           'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
+           'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms',
+           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -937,6 +937,42 @@ def _linears(self:Engine, head:bool=True)->list:
 Engine.setup, Engine.reset, Engine.linears = _setup, _reset, _linears
 
 # %% ../nbs/16_engine.ipynb #f6f50e09
+PREFILL_DEQUANT_AHEAD = False   # prefill with W4A16 linears: dequantize layer i+1's weights on a side stream during layer i
+
+def _dequant_weight(m, M:int, dtype)->torch.Tensor:
+    "The weight a W4A16 linear multiplies by at M rows: Triton's dequantize kernel with the config its matmul would pick (torch's off CUDA)."
+    from effqwen.kernels import _config_for, w4a16_dequantize_triton
+    if not m.weight_packed.is_cuda: return m.dequantize(dtype)
+    c = _config_for('w4a16', M, m.out_features, m.in_features, m.group_size, dtype, m.weight_packed.device, None, kl=True)
+    return w4a16_dequantize_triton(m.weight_packed, m.weight_scale, dtype, c.block_n, c.block_k, True, c.num_warps)
+
+class _DequantAhead:
+    """Prefill of M rows through W4A16 linears, which dequantize their weight to bf16 for cuBLAS: the next layer's
+    weights are dequantized on a side stream while this layer's matmuls run (memory-bound work beside compute-bound
+    work), each handed to the main stream behind an event. Off CUDA the weights are made in line (same arithmetic)."""
+    def __init__(self, layers, M:int, dtype, device):
+        self.layers, self.M, self.dtype = layers, M, dtype
+        self.side = torch.cuda.Stream(device) if device.type == 'cuda' else None
+        self.main = torch.cuda.current_stream(device) if self.side is not None else None
+        self.next = self._start(0)
+    def _start(self, i):
+        if i >= len(self.layers): return None
+        mods = [m for m in (self.layers[i].proj, self.layers[i].out, self.layers[i].mlp_in, self.layers[i].mlp_out)]
+        if self.side is None: return {id(m): _dequant_weight(m, self.M, self.dtype) for m in mods}, None
+        self.side.wait_stream(self.main)                       # (nothing to wait for but order: keeps the pool's reuse safe)
+        with torch.cuda.stream(self.side):
+            ws = {id(m): _dequant_weight(m, self.M, self.dtype) for m in mods}
+            ev = torch.cuda.Event(); ev.record(self.side)
+        return ws, ev
+    def layer(self, i)->dict:
+        "Layer i's weights {id(module): bf16 weight}, ready on the main stream; starts layer i+1's."
+        ws, ev = self.next
+        if ev is not None:
+            self.main.wait_event(ev)
+            for w in ws.values(): w.record_stream(self.main)
+        self.next = self._start(i + 1)
+        return ws
+
 def _attn_gate(proj, dims):
     "The (T, H·D) output-gate logits inside a fused [q+gate | k | v] projection (Qwen3.5), or None."
     H, Hkv, D, R, gate, *_ = dims
@@ -958,10 +994,15 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     if fz and mode == 'verify' and VERIFY_ATTN == 'matmul':                       # causal mask over the static cache, once per step
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
+    from effqwen.kernels import W4A16Linear
+    ahead = (_DequantAhead(self.layers, T, self.dtype, self.device) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' and T > 64
+             and all(isinstance(m, W4A16Linear) for m in self.linears(head=False)) else None)
+    lin = lambda m, v: m(v) if ahead is None else F.linear(v, ws[id(m)], m.bias)
     for i, L in enumerate(self.layers):
+        if ahead is not None: ws = ahead.layer(i)
         x, h = norm(x, pending, L.in_w)
         if i - 1 in self.tap_layers: taps[i - 1] = x
-        proj = L.proj(h)
+        proj = lin(L.proj, h)
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva) if fz else gdn_prefill(*args, self.chunk_rule)
@@ -983,8 +1024,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
             o = (attn_prefill(q, k, v, L.kc, L.vc, scale) if mode == 'prefill' else
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
-        x, h = norm(x, L.out(y), L.post_w)
-        pending = L.mlp_out(act(L.mlp_in(h)))
+        x, h = norm(x, lin(L.out, y), L.post_w)
+        pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
     x, h = norm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
     if self.tap_layers:

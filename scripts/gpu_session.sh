@@ -58,10 +58,10 @@ case ${1:?start|poll|chain0|chain1} in
 import json, sys
 ab = json.load(open(sys.argv[1]))['prefill_ab']
 if ab['same_next_token']:
-    k = min(ab['ms'], key=ab['ms'].get); g, s = (int(x.split('=')[1]) for x in k.split(','))
-    print(f'export EFFQWEN_PREFILL_GVA={g} EFFQWEN_PREFILL_SDPA_GQA={s}')
+    k = min(ab['ms'], key=ab['ms'].get); v = {a: b for a, b in (x.split('=') for x in k.split(','))}
+    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)}")
 PY
-)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default}"
+)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default}"
       mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"

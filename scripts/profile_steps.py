@@ -78,24 +78,26 @@ def gap_stats(ks: list, cpu: list, top: int = 8, min_us: float = 20.0) -> dict:
                 top=[dict(us=round(g[0], 1), after=g[3][:60], before=g[4][:60], cpu=during(g[1], g[2])) for g in gaps[:top]])
 
 def prefill_ab(eng, ids, reps: int = 5) -> dict:
-    """Prefill wall time (ms, median of `reps` after a warm-up) with each combination of the two copy-saving paths:
-    flash-linear-attention's grouped values (`eng.chunk_gva`, q/k not repeated) and SDPA's `enable_gqa` (k/v not
-    repeated); the engine is left with its own setting. Every combination must give the same next token."""
+    """Prefill wall time (ms, median of `reps` after a warm-up) with the copy- and time-saving prefill paths on and off:
+    flash-linear-attention's grouped values (`eng.chunk_gva`, q/k not repeated), SDPA's `enable_gqa` (k/v not repeated)
+    and the next layer's dequantize on a side stream (`PREFILL_DEQUANT_AHEAD`); the engine is left as it was. Every
+    combination must give the same next token."""
     import effqwen.engine as E
-    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA)
+    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD)
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    gvas = (False, True) if own[0] else (False,)
+    combos = [(g, s, False) for g in gvas for s in (False, True)] + [(gvas[-1], False, True)]
     out, toks = {}, set()
-    for gva in ((False, True) if own[0] else (False,)):
-        for sdpa in (False, True):
-            eng.chunk_gva, E.PREFILL_SDPA_GQA = gva, sdpa
-            eng.prefill(ids); sync(); ts = []
-            for _ in range(reps):
-                t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
-            out[f'gva={int(gva)},sdpa_gqa={int(sdpa)}'] = sorted(ts)[reps // 2] * 1e3
-            toks.add(int(eng.next_tok[0]))
-            print('prefill', list(out)[-1], f'{list(out.values())[-1]:.2f} ms', flush=True)
-    eng.chunk_gva, E.PREFILL_SDPA_GQA = own
-    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1]))
+    for gva, sdpa, ahead in combos:
+        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = gva, sdpa, ahead
+        eng.prefill(ids); sync(); ts = []
+        for _ in range(reps):
+            t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
+        out[f'gva={int(gva)},sdpa_gqa={int(sdpa)},ahead={int(ahead)}'] = sorted(ts)[reps // 2] * 1e3
+        toks.add(int(eng.next_tok[0]))
+        print('prefill', list(out)[-1], f'{list(out.values())[-1]:.2f} ms', flush=True)
+    eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = own
+    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]))
 
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
@@ -114,7 +116,7 @@ def render(path: str = 'data/results/step_profile_h200.json'):
           + '\n'.join(f"- {k}: " + '; '.join(f"`{t['name'][:60]}` {t['us']:,.0f} µs × {t['count']:.0f}" for t in v['top'][:4]) for k, v in steps.items())
           + ('\n\nPrefill wall time of the same engine (ms, median of 5) with and without the two copy-saving paths — '
              '`gva`: flash-linear-attention\'s grouped-value chunk kernel on q/k as they are (off: repeated to H_v heads, as transformers calls it); '
-             '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads): '
+             '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads); `ahead`: the next layer\'s weights dequantized on a side stream: '
              + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
              + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
           + (f"\n\nGPU idle inside one traced prefill: {doc['prefill_idle']['idle_us'] / 1e3:.1f} ms of a {doc['prefill_idle']['span_us'] / 1e3:.1f} ms span "
