@@ -88,16 +88,21 @@ def prefill_ab(eng, ids, reps: int = 5) -> dict:
     gvas = (False, True) if own[0] else (False,)
     combos = [(g, s, False) for g in gvas for s in (False, True)] + [(gvas[-1], False, True)]
     out, toks = {}, set()
+    errors = {}
     for gva, sdpa, ahead in combos:
+        key = f'gva={int(gva)},sdpa_gqa={int(sdpa)},ahead={int(ahead)}'
         eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = gva, sdpa, ahead
-        eng.prefill(ids); sync(); ts = []
-        for _ in range(reps):
-            t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
-        out[f'gva={int(gva)},sdpa_gqa={int(sdpa)},ahead={int(ahead)}'] = sorted(ts)[reps // 2] * 1e3
+        try:
+            eng.prefill(ids); sync(); ts = []
+            for _ in range(reps):
+                t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
+        except Exception as e:                                    # a path that fails leaves the others (and the default) measured
+            errors[key] = f'{type(e).__name__}: {e}'[:300]; print('prefill', key, 'failed:', errors[key], flush=True); continue
+        out[key] = sorted(ts)[reps // 2] * 1e3
         toks.add(int(eng.next_tok[0]))
-        print('prefill', list(out)[-1], f'{list(out.values())[-1]:.2f} ms', flush=True)
+        print('prefill', key, f'{out[key]:.2f} ms', flush=True)
     eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = own
-    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]))
+    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]), errors=errors)
 
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
