@@ -7,8 +7,8 @@ __all__ = ['log', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpac
            'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref', 'w4a16_to_kernel_layout',
            'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout', 'KernelConfig', 'check_w4a16',
            'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton', 'w4a16_matmul', 'bcq_matmul', 'w4a16_mm',
-           'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'weight_bytes',
-           'measure_copy_tbs', 'benchmark_linears']
+           'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned',
+           'benchmark_tuned_rows', 'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
 import json, logging, math, os, time
@@ -835,41 +835,9 @@ class KernelConfig:
     num_stages: int = 3
 
 _TUNED: dict = {}   # (fmt, kernel layout?, M bucket, N, K, group, dtype) -> KernelConfig, filled by `tune`
-# Configs `tune` picked on an H200 in the committed benchmark run (`data/results/kernels_h200.json`, 'tuned'; bf16
-# activations, group 128, weights in the kernel layout) at the Qwen3.5 4B/9B linear shapes:
-# (fmt, M bucket, N, K) -> (kernel, block_n, block_k, split_k, warps, stages).
-# `_config_for` uses them on CUDA when `tune` has not run for the shape; other shapes get `_default_config`.
-# The three 'mv2' entries (4B gate/up 9216x2560, q_proj/in_proj_qkv 8192x2560, in_proj_z 4096x2560 at M = 1) come
-# from the kernel sweep (`scripts/kernel_sweep.py --final`, `data/results/kernel_sweep_h200.json` under `runs.run4_final`), which timed them against
-# the 'mv' entries they replace in the same run.
-_H200_TABLE = {
-    ('bcq', 1, 1024, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 1, 1024, 4096): ('mv', 32, 512, 8, 4, 1),
-    ('bcq', 1, 12288, 4096): ('mv', 32, 512, 1, 4, 1), ('bcq', 1, 248320, 2560): ('mv', 32, 512, 1, 4, 1),
-    ('bcq', 1, 248320, 4096): ('mv', 32, 512, 1, 4, 1), ('bcq', 1, 2560, 4096): ('mv', 64, 256, 16, 4, 1),
-    ('bcq', 1, 2560, 9216): ('mv', 64, 512, 9, 8, 1), ('bcq', 1, 4096, 12288): ('mv', 64, 512, 9, 8, 1),
-    ('bcq', 1, 4096, 2560): ('mv', 64, 256, 10, 4, 1), ('bcq', 1, 4096, 4096): ('mv', 64, 512, 4, 8, 1),
-    ('bcq', 1, 8192, 2560): ('mv', 64, 512, 2, 8, 1), ('bcq', 1, 8192, 4096): ('mv', 64, 512, 4, 8, 1),
-    ('bcq', 1, 9216, 2560): ('mv', 64, 512, 5, 8, 1), ('bcq', 16, 1024, 2560): ('tc', 64, 64, 8, 4, 3),
-    ('bcq', 16, 1024, 4096): ('tc', 64, 128, 8, 4, 3), ('bcq', 16, 12288, 4096): ('tc', 64, 128, 2, 4, 3),
-    ('bcq', 16, 248320, 2560): ('tc', 64, 64, 1, 4, 3), ('bcq', 16, 248320, 4096): ('tc', 64, 64, 1, 4, 3),
-    ('bcq', 16, 2560, 4096): ('tc', 64, 128, 8, 4, 3), ('bcq', 16, 2560, 9216): ('tc', 64, 64, 8, 4, 3),
-    ('bcq', 16, 4096, 12288): ('tc', 64, 128, 8, 4, 2), ('bcq', 16, 4096, 2560): ('tc', 64, 64, 4, 4, 3),
-    ('bcq', 16, 4096, 4096): ('tc', 64, 128, 4, 4, 3), ('bcq', 16, 8192, 2560): ('tc', 64, 64, 4, 4, 3),
-    ('bcq', 16, 8192, 4096): ('tc', 64, 128, 2, 4, 3), ('bcq', 16, 9216, 2560): ('tc', 64, 128, 8, 4, 3),
-    ('w4a16', 1, 1024, 2560): ('mv', 128, 256, 10, 4, 1), ('w4a16', 1, 1024, 4096): ('mv', 16, 512, 8, 4, 1),
-    ('w4a16', 1, 12288, 4096): ('mv', 128, 256, 8, 4, 1), ('w4a16', 1, 248320, 2560): ('mv', 128, 256, 1, 4, 1),
-    ('w4a16', 1, 248320, 4096): ('mv', 128, 256, 1, 4, 1), ('w4a16', 1, 2560, 4096): ('mv', 64, 256, 8, 4, 1),
-    ('w4a16', 1, 2560, 9216): ('mv', 128, 256, 18, 4, 1), ('w4a16', 1, 4096, 12288): ('mv', 128, 128, 17, 4, 1),
-    ('w4a16', 1, 4096, 2560): ('mv2', 16, 512, 1, 2, 2), ('w4a16', 1, 4096, 4096): ('mv', 128, 128, 16, 4, 1),
-    ('w4a16', 1, 8192, 2560): ('mv2', 16, 512, 1, 2, 2), ('w4a16', 1, 8192, 4096): ('mv', 128, 128, 9, 4, 1),
-    ('w4a16', 1, 9216, 2560): ('mv2', 128, 256, 10, 4, 1), ('w4a16', 16, 1024, 2560): ('tc', 64, 128, 8, 4, 3),
-    ('w4a16', 16, 1024, 4096): ('tc', 64, 128, 8, 4, 3), ('w4a16', 16, 12288, 4096): ('tc', 64, 128, 2, 4, 4),
-    ('w4a16', 16, 248320, 2560): ('tc', 64, 64, 1, 4, 3), ('w4a16', 16, 248320, 4096): ('tc', 64, 64, 1, 4, 3),
-    ('w4a16', 16, 2560, 4096): ('tc', 64, 128, 8, 4, 4), ('w4a16', 16, 2560, 9216): ('tc', 64, 128, 8, 4, 4),
-    ('w4a16', 16, 4096, 12288): ('tc', 64, 128, 8, 4, 4), ('w4a16', 16, 4096, 2560): ('tc', 64, 128, 4, 4, 4),
-    ('w4a16', 16, 4096, 4096): ('tc', 64, 64, 8, 4, 3), ('w4a16', 16, 8192, 2560): ('tc', 64, 128, 4, 4, 3),
-    ('w4a16', 16, 8192, 4096): ('tc', 64, 128, 4, 4, 4), ('w4a16', 16, 9216, 2560): ('tc', 64, 64, 4, 4, 3),
-}
+# Per-GPU tuned configs are data, not code: `_config_for` loads them once per CUDA device from the committed results
+# of that GPU model (`_autoload_tuned`: the engine's shapes from `kernel_tune_h200.json`, the benchmark's shapes from
+# `kernels_h200.json`'s `tuned` picks); other shapes get `_default_config`.
 _LOCKS: dict = {}   # device -> int32 arrival counters for split-K
 _SMS: dict = {}     # device -> multiprocessor count
 
@@ -913,8 +881,6 @@ def _config_for(fmt, M, N, K, group, dtype, device, config, kl=False):
         return config
     if device.type == 'cuda' and device not in _AUTOLOADED: _autoload_tuned(device)
     cfg = _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype)))
-    if cfg is None and kl and group == 128 and device.type == 'cuda' and (t := _H200_TABLE.get((fmt, _m_bucket(M), N, K))):
-        cfg = KernelConfig(*t)
     return cfg or _default_config(fmt, M, N, K, group, device, kl)
 
 def _locks(device, n:int)->torch.Tensor:
@@ -1216,8 +1182,8 @@ def _mv_splits(k_tiles:int, row_blocks:int, sms:int=132)->list:
     for target in (2 * sms, 4 * sms): c.add(min(k_tiles, max(1, -(-target // row_blocks))))
     return sorted(c)
 
-def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096)->list:
-    "A few configs per kernel family worth timing (`kl`: weight in the kernel layout), the H200 table's first."
+def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096, dtype=None)->list:
+    "A few configs per kernel family worth timing (`kl`: weight in the kernel layout), the current pick for the shape first."
     if kl and M == 1:   # CUDA-core mat-vec (num_stages: 1 plain loop, 2 register prefetch, >= 3 Triton pipelining), one tensor-core config
         base = [KernelConfig('mv', bn, bk, 1, nw, st) for bn, bk, nw, st in
                 ([(128, 256, 4, 1), (128, 128, 4, 1), (64, 256, 4, 1), (16, 512, 4, 1), (64, 256, 4, 3), (32, 256, 4, 4),
@@ -1253,8 +1219,8 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096)->li
             continue
         splits = _mv_splits(k_tiles_of(c), -(-N // c.block_n)) if c.kernel == 'mv' else (1, 2, 4, 8)
         out += [replace(c, split_k=s) for s in splits if c.kernel != 'dequant' and s <= k_tiles_of(c)] or [c]
-    t = _H200_TABLE.get((fmt, _m_bucket(M), N, K)) if kl and group == 128 else None
-    return list(dict.fromkeys(([KernelConfig(*t)] if t else []) + out))
+    t = _TUNED.get((fmt, kl, _m_bucket(M), N, K, group, str(dtype))) if dtype is not None else None
+    return list(dict.fromkeys(([t] if t else []) + out))
 
 _FLUSH: dict = {}
 
@@ -1299,7 +1265,7 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
     M, N, K, group = (check_w4a16 if fmt == 'w4a16' else check_bcq)(x, w, s)[:4]
     refs = {}   # exact reference for fused kernels; weight rounded to x's dtype for 'dequant'
     times, errs = {}, {}
-    for c in _candidates(fmt, M, K, group, kernel_layout, N):
+    for c in _candidates(fmt, M, K, group, kernel_layout, N, x.dtype):
         try:
             wdt = x.dtype if c.kernel == 'dequant' else torch.float32
             if wdt not in refs: refs[wdt] = ref_fn(x, w, s, weight_dtype=wdt, kernel_layout=kernel_layout)
@@ -1334,19 +1300,33 @@ def load_tuned(doc:dict|str|Path, # a result written with `tuned_rows` under 'ro
         if key not in _TUNED: _TUNED[key] = KernelConfig(**r['config']); n += 1
     return n
 
-_AUTOLOADED: dict = {}   # CUDA device -> (table path, configs taken from it), or None when no table was found
+def benchmark_tuned_rows(doc:dict)->list:
+    "`benchmark_linears`' per-shape picks (its `tuned`: 'fmt M<=b NxK' -> best config) as `tuned_rows` rows (kernel layout, bf16)."
+    rows = []
+    for key, v in doc.get('tuned', {}).items():
+        fmt, mb, nk = key.split()
+        N, K = map(int, nk.split('x'))
+        rows.append(dict(fmt=fmt, kernel_layout=True, m_bucket=int(mb[3:]), N=N, K=K, group=doc['group'], dtype=str(torch.bfloat16), config=v['best']))
+    return rows
+
+_AUTOLOADED: dict = {}   # CUDA device -> [(table path, configs taken from it)]
 def _autoload_tuned(device):
-    "Once per device: the committed table of its GPU model (`data/results/kernel_tune_h200.json`; env EFFQWEN_KERNEL_TUNE: another path, or 0 for none)."
-    _AUTOLOADED[device] = None
-    p = os.environ.get('EFFQWEN_KERNEL_TUNE')
-    if p == '0': return
-    try:
-        from effqwen.core import repo_root
-        f = Path(p) if p else repo_root()/'data'/'results'/'kernel_tune_h200.json'
-        if f.exists():
-            _AUTOLOADED[device] = (str(f), load_tuned(f, torch.cuda.get_device_name(device)))
-            log.info('kernel configs from %s: %d', *_AUTOLOADED[device])
-    except Exception as e: log.warning('kernel table not loaded: %s', e)
+    """Once per device, the committed tables of its GPU model: the engine's fused shapes (`kernel_tune_h200.json`,
+    env EFFQWEN_KERNEL_TUNE: another path, or 0 for none), then the kernel benchmark's shapes (`kernels_h200.json`'s
+    `tuned`; env EFFQWEN_KERNEL_BENCH likewise). A shape in both keeps the first table's pick."""
+    _AUTOLOADED[device] = []
+    from effqwen.core import repo_root
+    for env, name, conv in (('EFFQWEN_KERNEL_TUNE', 'kernel_tune_h200.json', None), ('EFFQWEN_KERNEL_BENCH', 'kernels_h200.json', benchmark_tuned_rows)):
+        p = os.environ.get(env)
+        if p == '0': continue
+        try:
+            f = Path(p) if p else repo_root()/'data'/'results'/name
+            if not f.exists(): continue
+            doc = json.loads(f.read_text())
+            if conv is not None: doc = dict(provenance=doc.get('provenance', {}), rows=conv(doc))
+            _AUTOLOADED[device].append((str(f), load_tuned(doc, torch.cuda.get_device_name(device))))
+            log.info('kernel configs from %s: %d', *_AUTOLOADED[device][-1])
+        except Exception as e: log.warning('kernel table %s not loaded: %s', name, e)
 
 # %% ../nbs/15_kernels.ipynb #72b545ec
 QWEN35_SHAPES = {   # model -> {linear: (N, K)} for one decoder layer's projections and the head

@@ -1,9 +1,9 @@
 """Tune the W4A16 kernels at the shapes the engine actually runs (its fused linears: Gated-DeltaNet / attention input
 projections, gate+up, down, out) for M = 1 (decode) and M = 16 (verify-16), and the dequantize kernel of prefill
 (M > 64: dequantize to bf16, then cuBLAS), at the Qwen3.5-4B shape on the GPU, and
-save the picks as the per-GPU table `_config_for` loads (`data/results/kernel_tune_h200.json`). The table the repo
-shipped with (`_H200_TABLE`) holds only the unfused linears of the kernel benchmark, so the engine's fused shapes ran
-on the heuristic default config (data/tables/step_profile.md: 63% of a decode step in the W4A16 mat-vec).
+save the picks as the per-GPU table `_config_for` loads first (`data/results/kernel_tune_h200.json`). The kernel
+benchmark's picks (`kernels_h200.json`, loaded after it) cover only the unfused linears, so without this table the
+engine's fused shapes run on the heuristic default config.
 
 Per shape it records the µs of the config the engine used before (table or default) and of the tuned one, both from
 `tune`'s timing (`_bench`: CUDA graph, L2 flushed), and the per-step sums weighted by how often the engine calls each
