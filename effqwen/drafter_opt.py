@@ -348,27 +348,35 @@ def _text_windows(split:str='train', chars:int=1500):
             out.append((f"{row['id']}/w{j // chars}", t[j:j + chars]))
     return out
 
+def _math_prompts(per:int, seed:int)->list:
+    "`per` reasoning-gym questions from each generator of `DRAFTER_MATH`, round-robin over the generators."
+    import reasoning_gym as rg
+    math = [[dict(id=f'rg/{g}/{i}', prompt=x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))]
+            for g in DRAFTER_MATH]
+    return [r for grp in zip(*math) for r in grp]
+
+def _code_prompt(i, head:str, whole:str, ask:str)->dict:
+    "A stdlib function as a code prompt: 'complete' (from its head) or 'explain' (the whole function)."
+    if ask == 'complete': return dict(id=f'{i}/complete', prompt=f'Complete the following Python function.\n\n```python\n{head}\n```')
+    return dict(id=f'{i}/explain', prompt=f'Explain what this Python function does.\n\n```python\n{whole}\n```')
+
+def _text_prompts(wins:list)->list:
+    "Every (window, ask) pair as a text prompt, every window once before any repeats an ask."
+    return [dict(id=f'{wins[w][0]}/ask{a}', prompt=f'{_TEXT_ASKS[(a + w) % len(_TEXT_ASKS)]}\n\n{wins[w][1]}')
+            for a in range(len(_TEXT_ASKS)) for w in range(len(wins))]
+
 def drafter_prompts(n:int, # number of prompts
                     seed:int=0)->'datasets.Dataset':
     "A third math/logic (reasoning-gym), a third code (stdlib completions + explanations), a third text asks; columns id, prompt."
-    import random, reasoning_gym as rg
+    import random
     from effqwen.assets import _ds
     if n < 1: raise ValueError(f'n={n}: ask for at least one prompt')
     rng = random.Random(seed)
     n_math, n_code = n // 3, n // 3
     n_text = n - n_math - n_code
-    per = -(-n_math // len(DRAFTER_MATH))
-    math = [[dict(id=f'rg/{g}/{i}', prompt=x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))]
-            for g in DRAFTER_MATH]
-    math = [r for grp in zip(*math) for r in grp][:n_math]                     # round-robin over generators
-    funcs = _stdlib_functions(rng, n_code)
-    code = [dict(id=f'{i}/complete', prompt=f'Complete the following Python function.\n\n```python\n{h}\n```') if k % 3 else
-            dict(id=f'{i}/explain', prompt=f'Explain what this Python function does.\n\n```python\n{w}\n```')
-            for k, (i, h, w) in enumerate(funcs)]
-    wins = _text_windows()
-    pairs = [(w, a) for a in range(len(_TEXT_ASKS)) for w in range(len(wins))]   # every window once before any repeats an ask
-    text = [dict(id=f'{wins[w][0]}/ask{a}', prompt=f'{_TEXT_ASKS[(a + w) % len(_TEXT_ASKS)]}\n\n{wins[w][1]}')
-            for w, a in pairs[:n_text]]
+    math = _math_prompts(-(-n_math // len(DRAFTER_MATH)), seed)[:n_math]
+    code = [_code_prompt(i, h, w, 'complete' if k % 3 else 'explain') for k, (i, h, w) in enumerate(_stdlib_functions(rng, n_code))]
+    text = _text_prompts(_text_windows())[:n_text]
     rows = math + code + text
     if len(rows) < n: raise ValueError(f'drafter_prompts: only {len(rows)} prompts available for n={n} (code {len(code)}, text {len(text)})')
     rng.shuffle(rows)

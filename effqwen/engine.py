@@ -930,9 +930,13 @@ def _reset(self:Engine)->Engine:
     self.pos.zero_(); self.out_ids.zero_(); self.length = 0
     return self
 
+def _layer_linears(L)->tuple:
+    "One layer's linear modules in call order: fused input projection, output projection, gate+up, down."
+    return L.proj, L.out, L.mlp_in, L.mlp_out
+
 def _linears(self:Engine, head:bool=True)->list:
-    "The engine's linear modules in call order: every layer's fused input projection, output projection, gate+up and down (then the LM head)."
-    return [m for L in self.layers for m in (L.proj, L.out, L.mlp_in, L.mlp_out)] + ([self.head] if head else [])
+    "The engine's linear modules in call order: every layer's (`_layer_linears`), then the LM head."
+    return [m for L in self.layers for m in _layer_linears(L)] + ([self.head] if head else [])
 
 Engine.setup, Engine.reset, Engine.linears = _setup, _reset, _linears
 
@@ -950,6 +954,12 @@ class _DequantAhead:
     """Prefill of M rows through W4A16 linears, which dequantize their weight to bf16 for cuBLAS: the next layer's
     weights are dequantized on a side stream while this layer's matmuls run (memory-bound work beside compute-bound
     work), each handed to the main stream behind an event. Off CUDA the weights are made in line (same arithmetic)."""
+    @classmethod
+    def for_prefill(cls, eng, M:int):
+        "The helper for a prefill of M rows when it applies (CUDA or not): `PREFILL_DEQUANT_AHEAD`, M > 64 and every layer linear W4A16."
+        from effqwen.kernels import W4A16Linear
+        if not (PREFILL_DEQUANT_AHEAD and M > 64 and all(isinstance(m, W4A16Linear) for m in eng.linears(head=False))): return None
+        return cls(eng.layers, M, eng.dtype, eng.device)
     def __init__(self, layers, M:int, dtype, device):
         self.layers, self.M, self.dtype = layers, M, dtype
         self.side = torch.cuda.Stream(device) if device.type == 'cuda' else None
@@ -957,7 +967,7 @@ class _DequantAhead:
         self.next = self._start(0)
     def _start(self, i):
         if i >= len(self.layers): return None
-        mods = [m for m in (self.layers[i].proj, self.layers[i].out, self.layers[i].mlp_in, self.layers[i].mlp_out)]
+        mods = _layer_linears(self.layers[i])
         if self.side is None: return {id(m): _dequant_weight(m, self.M, self.dtype) for m in mods}, None
         self.side.wait_stream(self.main)                       # (nothing to wait for but order: keeps the pool's reuse safe)
         with torch.cuda.stream(self.side):
@@ -994,9 +1004,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     if fz and mode == 'verify' and VERIFY_ATTN == 'matmul':                       # causal mask over the static cache, once per step
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
-    from effqwen.kernels import W4A16Linear
-    ahead = (_DequantAhead(self.layers, T, self.dtype, self.device) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' and T > 64
-             and all(isinstance(m, W4A16Linear) for m in self.linears(head=False)) else None)
+    ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     lin = lambda m, v: m(v) if ahead is None else F.linear(v, ws[id(m)], m.bias)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)

@@ -61,31 +61,24 @@ def extra_prompts(n: int, out: Path):
     reasoning-gym questions drawn with the next seed, a third stdlib functions with the other ask (complete <-> explain)
     than the bundle gave them, a third text windows with (window, ask) pairs the bundle did not use. `drafter_prompts`
     itself cannot give more than ~12.5K (4175 documented stdlib functions), hence the kinds are composed here."""
-    import random, reasoning_gym as rg
+    import random
     from effqwen.core import get_profile
-    from effqwen.drafter_opt import drafter_train_prompts, DRAFTER_MATH, _stdlib_functions, _text_windows, _TEXT_ASKS
+    from effqwen.drafter_opt import (drafter_train_prompts, DRAFTER_MATH, _stdlib_functions, _text_windows, _math_prompts,
+                                     _code_prompt, _text_prompts)
     p = get_profile('gpu'); seed = p.seed + 1
-    have = set(drafter_train_prompts(p)['prompt'])
-    k = n // 3
-    per = -(-2 * n // len(DRAFTER_MATH))                       # plenty: small generators repeat questions
-    math = [[dict(id=f'extra/rg/{g}/{i}', prompt=x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))] for g in DRAFTER_MATH]
-    math = [r for grp in zip(*math) for r in grp]
-    code = [r for i, h, w in _stdlib_functions(random.Random(seed), 10_000) for r in
-            (dict(id=f'extra/{i}/complete', prompt=f'Complete the following Python function.\n\n```python\n{h}\n```'),
-             dict(id=f'extra/{i}/explain', prompt=f'Explain what this Python function does.\n\n```python\n{w}\n```'))]
-    wins = _text_windows()
-    text = [dict(id=f'extra/{wins[w][0]}/ask{a}', prompt=f'{_TEXT_ASKS[(a + w) % len(_TEXT_ASKS)]}\n\n{wins[w][1]}')
-            for a in range(len(_TEXT_ASKS)) for w in range(len(wins))]
-    seen, picked = set(have), {}
-    for kind, rows, want in (('math', math, k), ('code', code, k), ('text', text, n - 2 * k)):
+    tag = lambda rows: [dict(r, id=f"extra/{r['id']}") for r in rows]
+    math = tag(_math_prompts(-(-2 * n // len(DRAFTER_MATH)), seed))        # plenty: small generators repeat questions
+    code = tag(_code_prompt(i, h, w, ask) for i, h, w in _stdlib_functions(random.Random(seed), 10_000) for ask in ('complete', 'explain'))
+    text = tag(_text_prompts(_text_windows()))
+    seen, picked, k = set(drafter_train_prompts(p)['prompt']), {}, n // 3
+    def take(rows, want):                                      # the first `want` prompts not seen yet (in the bundle or here)
         got = []
         for r in rows:
             if len(got) == want: break
             if r['prompt'] not in seen: seen.add(r['prompt']); got.append(r)
-        picked[kind] = got
-    if sum(map(len, picked.values())) < n:   # a short kind is made up by more reasoning-gym questions
-        extra = [r for r in math if r['prompt'] not in seen][:n - sum(map(len, picked.values()))]
-        picked['math'] += extra
+        return got
+    for kind, rows, want in (('math', math, k), ('code', code, k), ('text', text, n - 2 * k)): picked[kind] = take(rows, want)
+    picked['math'] += take(math, n - sum(map(len, picked.values())))   # a short kind is made up by more reasoning-gym questions
     rows = [r for v in picked.values() for r in v]
     random.Random(seed).shuffle(rows)
     if len(rows) < n: raise ValueError(f'only {len(rows)} new prompts ({ {kk: len(v) for kk, v in picked.items()} }): ask for at most that many')

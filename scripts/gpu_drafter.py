@@ -48,7 +48,7 @@ def load_prompts(work: Path) -> dict:
         if sha(b) != want: raise ValueError(f'EXTRA_PROMPTS {x}: sha256 mismatch with its .sha256 file: re-send it')
         have = {r['prompt'] for r in pr['train']}
         extra = [r for r in json.loads(b)['train'] if r['prompt'] not in have]
-        pr['train'] = pr['train'] + extra
+        pr['n_bundle_train'], pr['train'] = len(pr['train']), pr['train'] + extra
         log(f'{len(extra)} extra training prompts from {x}: {len(pr["train"])} in all')
     return pr
 
@@ -198,7 +198,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
-                                               used=max(0, len(conv['prompt']) - len(json.loads((work/'bundle'/'prompts.json').read_text())['train'])))
+                                               used=max(0, len(conv['prompt']) - pr['n_bundle_train']))
         log(name, info[name])
     target = dict(bf16=bf16, int4=int4)
     dv = S.draft_vocab

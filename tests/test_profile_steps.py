@@ -1,0 +1,16 @@
+"""`scripts/profile_steps.py`'s idle-gap analysis (pure interval arithmetic, no GPU): overlapping kernels merge, gaps
+shorter than the threshold are ignored, and each long gap names the kernels around it and the host ops that ran."""
+import importlib.util, pathlib
+
+_p = pathlib.Path(__file__).resolve().parents[1]/'scripts'/'profile_steps.py'
+_spec = importlib.util.spec_from_file_location('profile_steps', _p); P = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(P)
+
+def test_gap_stats():
+    ks = [(0, 10, 'a'), (5, 20, 'b'), (50, 60, 'c'), (61, 70, 'd'), (200, 210, 'e')]   # a/b overlap; c-d gap of 1 us
+    cpu = [(15, 55, 'aten::linear'), (100, 190, 'fla_chunk')]
+    r = P.gap_stats(ks, cpu, min_us=5)
+    assert (r['span_us'], r['busy_us'], r['idle_us']) == (210, 49, 161)
+    assert r['gaps_over_min'] == 2 and r['idle_in_gaps_us'] == 160
+    g = r['top'][0]
+    assert (g['us'], g['after'], g['before']) == (130, 'd', 'e') and g['cpu'] == [dict(op='fla_chunk', us=90.0)]
+    assert r['top'][1]['cpu'] == [dict(op='aten::linear', us=30.0)]
