@@ -314,8 +314,18 @@ _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # Triton's CPU int
 
 if triton is not None:
     @triton.jit
+    def _pdl_enter(PDL: tl.constexpr):
+        """Programmatic dependent launch of the small kernels before a W4A16 linear (norm, SwiGLU, the mixers' output
+        kernels): let that linear start now (it loads its weights while this kernel runs, `effqwen.kernels._pdl_wait`),
+        then wait for the kernel before this one (launched with PDL, this kernel may start before it ends)."""
+        if PDL:
+            tl.extra.cuda.gdc_launch_dependents()
+            tl.extra.cuda.gdc_wait()
+
+    @triton.jit
     def _add_rms_norm_kernel(x_ptr, y_ptr, w_ptr, xo_ptr, h_ptr, N, eps,
-                             HAS_Y: tl.constexpr, OFFSET: tl.constexpr, BLOCK: tl.constexpr):
+                             HAS_Y: tl.constexpr, OFFSET: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK); m = cols < N
         dt = h_ptr.dtype.element_ty
@@ -331,7 +341,8 @@ if triton is not None:
         tl.store(h_ptr + row * N + cols, h.to(dt), mask=m)
 
     @triton.jit
-    def _swiglu_kernel(gu_ptr, out_ptr, I, BLOCK: tl.constexpr):
+    def _swiglu_kernel(gu_ptr, out_ptr, I, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK); m = cols < I
         dt = out_ptr.dtype.element_ty
@@ -357,7 +368,8 @@ if triton is not None:
     @triton.jit
     def _gdn_step_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, Kd, Vd, C, HV, scale,
                          RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                         KC: tl.constexpr):
+                         KC: tl.constexpr, PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         h = tl.program_id(0); iv = tl.program_id(1)
         dt = o_ptr.dtype.element_ty
         ok = tl.arange(0, BK); mk = ok < DK
@@ -395,8 +407,9 @@ if triton is not None:
     @triton.jit
     def _gdn_verify_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, k_ptr, vn_ptr, c_ptr, Kd, Vd, C, HV, PS, scale,
                            T: tl.constexpr, RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr,
-                           BV: tl.constexpr, KC: tl.constexpr):
+                           BV: tl.constexpr, KC: tl.constexpr, PDL: tl.constexpr = False):
         "The one-token step of `_gdn_step_kernel` over the T block tokens in turn, the state kept in registers (never stored)."
+        _pdl_enter(PDL)
         h = tl.program_id(0); iv = tl.program_id(1)
         dt = o_ptr.dtype.element_ty
         ok = tl.arange(0, BK); mk = ok < DK
@@ -441,11 +454,12 @@ if triton is not None:
     @triton.jit
     def _gdn_verify_chunk_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, k_ptr, vn_ptr, c_ptr, Kd, Vd, C, HV, PS, scale,
                                  T: tl.constexpr, TP: tl.constexpr, LOG2TP: tl.constexpr, RATIO: tl.constexpr, DK: tl.constexpr,
-                                 DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, KC: tl.constexpr):
+                                 DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr, KC: tl.constexpr, PDL: tl.constexpr = False):
         """The T block tokens in one chunk (the WY form of the gated delta rule): no token-by-token chain, a few small dots.
         vn = (I + N)⁻¹ u with u_t = β_t (v_t − Γ_t S₀ᵀk_t), N_tj = β_t (Γ_t/Γ_j) k_t·k_j (j < t), Γ_t = exp(Σ_{i≤t} g_i);
         (I + N)⁻¹ = (I − N)(I + N²)(I + N⁴)… exactly, N being strictly lower (N^TP = 0);
         o_t = Γ_t S₀ᵀq_t + Σ_{j≤t} (Γ_t/Γ_j) (q_t·k_j) vn_j. Same scratch as `_gdn_verify_kernel`."""
+        _pdl_enter(PDL)
         h = tl.program_id(0); iv = tl.program_id(1)
         dt = o_ptr.dtype.element_ty
         ok = tl.arange(0, BK); mk = ok < DK
@@ -483,7 +497,8 @@ if triton is not None:
     @triton.jit
     def _gdn_out_kernel(o_ptr, proj_ptr, nw_ptr, buf_ptr, y_ptr, ROWS, HV, PS, C, eps,
                         DV: tl.constexpr, BD: tl.constexpr, KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr,
-                        BR: tl.constexpr):
+                        BR: tl.constexpr, PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         pid = tl.program_id(0)
         dt = y_ptr.dtype.element_ty
         n_row_progs = (ROWS + BR - 1) // BR
@@ -551,7 +566,9 @@ if triton is not None:
     @triton.jit
     def _attn_prep_kernel(proj_ptr, cos_ptr, sin_ptr, pos_ptr, qn_ptr, kn_ptr, q_ptr, kc_ptr, vc_ptr, PS, LMAX, eps,
                           H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, R: tl.constexpr, GATE: tl.constexpr,
-                          QKN: tl.constexpr, OFFSET: tl.constexpr, BD: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr):
+                          QKN: tl.constexpr, OFFSET: tl.constexpr, BD: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr,
+                          PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         i = tl.program_id(0); t = tl.program_id(1).to(tl.int64)
         dt = q_ptr.dtype.element_ty
         pos = tl.load(pos_ptr) + t
@@ -590,7 +607,9 @@ if triton is not None:
     def _attn_split_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, mp_ptr, lp_ptr, ap_ptr, LMAX, NS, scale,
                            REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr,
                            IEEE: tl.constexpr,   # IEEE: float32 products (float32 models; the interpreter, whose bf16 dot is wrong)
-                           T: tl.constexpr = 1, H: tl.constexpr = 0):   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
+                           T: tl.constexpr = 1, H: tl.constexpr = 0,   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
+                           PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
         L = pos + T                                                     # keys the last row sees
@@ -627,7 +646,9 @@ if triton is not None:
     @triton.jit
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
                              REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr,
-                             T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0):   # program i: token i // H, head i % H
+                             T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0,   # program i: token i // H, head i % H
+                             PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         i = tl.program_id(0)
         t = i // H; hd = i % H
         j = hd // REP; r = t * REP + hd % REP
@@ -655,6 +676,11 @@ if triton is not None:
 # %% ../nbs/16_engine.ipynb #7f5d1f00
 def _np2(n:int)->int: return 1 << max(0, (int(n) - 1).bit_length())
 
+def _pdl(t:torch.Tensor)->dict:
+    "Launch options of the small kernels before a W4A16 linear: programmatic dependent launch where `pdl_on` (Hopper)."
+    from effqwen.kernels import pdl_on
+    return dict(PDL=True, launch_pdl=True) if pdl_on(t.device) else {}
+
 NORM_WARPS = None   # warps per row of the norm kernel (None: 8 for rows of >= 2048, else 4)
 
 def fused_add_rms_norm(x:torch.Tensor, # (M, N) residual stream (contiguous)
@@ -666,7 +692,7 @@ def fused_add_rms_norm(x:torch.Tensor, # (M, N) residual stream (contiguous)
     h = torch.empty_like(x)
     xo = x if y is None else torch.empty_like(x)
     _add_rms_norm_kernel[(M,)](x, x if y is None else y, w, xo, h, N, eps, HAS_Y=y is not None, OFFSET=offset,
-                               BLOCK=_np2(N), num_warps=NORM_WARPS or (8 if N >= 2048 else 4))
+                               BLOCK=_np2(N), num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(x))
     return xo, h
 
 def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
@@ -674,7 +700,7 @@ def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
     "Triton `swiglu`: silu(gate) · up, (M, I)."
     M, I = gu.shape[0], gu.shape[1] // 2
     out = gu.new_empty(M, I)
-    _swiglu_kernel[(M, triton.cdiv(I, 1024))](gu, out, I, BLOCK=1024, num_warps=4)
+    _swiglu_kernel[(M, triton.cdiv(I, 1024))](gu, out, I, BLOCK=1024, num_warps=4, **_pdl(gu))
     return out
 
 GDN_BV = 32   # value columns per program of the one-token Gated-DeltaNet kernel
@@ -686,11 +712,11 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
     bv = min(bv or GDN_BV, _np2(Dv))
     o = proj.new_empty(Hv, Dv)
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
-                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4)
+                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4, **_pdl(o))
     y = proj.new_empty(1, Vd)
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,
-                                                DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4)
+                                                DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4, **_pdl(o))
     return y
 
 GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
@@ -717,15 +743,15 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
         TP = max(16, _np2(T)); bv = max(16, bv)
         _gdn_verify_chunk_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
                                                            T=T, TP=TP, LOG2TP=TP.bit_length() - 1, RATIO=Hv // Hk, DK=Dk, DV=Dv,
-                                                           BK=max(16, _np2(Dk)), BV=bv, KC=KC, num_warps=4)
+                                                           BK=max(16, _np2(Dk)), BV=bv, KC=KC, num_warps=4, **_pdl(o))
     else:
         _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
-                                                     T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4)
+                                                     T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4, **_pdl(o))
     xs[:, :KC].copy_(conv_buf); xs[:, KC:].copy_(proj[:, :C].t())
     y = proj.new_empty(T, Vd)
     BR = 8
     _gdn_out_kernel[(triton.cdiv(T * Hv, BR),)](o, proj, norm_w, conv_buf, y, T * Hv, Hv, PS, C, eps,
-                                                DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4)
+                                                DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4, **_pdl(o))
     return y
 
 PREFILL_GVA = True   # on a GPU with flash-linear-attention: hand its chunk kernel q/k with their Hk heads (grouped values)
@@ -786,7 +812,7 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     w0 = qn_w if qn_w is not None else cos                              # unused pointers when there is no q/k norm
     _attn_prep_kernel[(H + Hkv, T)](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, q, kc, vc, proj.shape[-1],
                                     kc.shape[1], eps, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
-                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, num_warps=4)
+                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, num_warps=4, **_pdl(q))
     return q
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
@@ -808,10 +834,10 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     bl, nw = ATTN_BL or (64 if D <= 128 else 32), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
-                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=2)
+                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=2, **_pdl(q))
     y = proj.new_empty(T, H * D)
     _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
-                                   T=T, H=H, PS=proj.shape[-1], num_warps=4)
+                                   T=T, H=H, PS=proj.shape[-1], num_warps=4, **_pdl(y))
     return y
 
 VERIFY_ATTN = 'split'   # fused verify attention: 'split' (the split-K kernels, T = B rows) or 'matmul' (`gqa_attention` over the cache)

@@ -14,6 +14,9 @@
 #   scripts/gpu_session.sh poll [max_s]               wait for both chains (at most max_s), then copy the results
 #                                                     (flat: *.json, regen_data.tar.xz) and the logs' tails to $OUT
 # Env: WORK (default /tmp/xfer); NO_LATENCY=1 skips latency_run and verify_cost (a CPU dry run: DEV=cpu TINY=1);
+# ENGINE_ONLY=1: the engine's stages alone (no bundle needed): GPU 0 profile_steps -> [verify_cost] -> latency_run while
+# GPU 1 runs the smoke (PDL chain tests, then the engine's); NO_VERIFY_COST=1 skips verify_cost; the smoke or the
+# profile's PDL A/B (slower, or other tokens) turns programmatic dependent launch off for the latency run (EFFQWEN_PDL=0);
 # TUNE=1 first runs tune_engine_shapes.py on GPU 0 and points the latency run at its table (EFFQWEN_KERNEL_TUNE);
 # REGEN_TAR=.devsite/regen/regen_data.tar.xz (carried, with the SHA256 file beside it) restores an earlier session's
 # answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
@@ -34,20 +37,31 @@ stage2_over() { [ -f "$W/train_b.over" ]; }   # stage 2 saved, or its chain gave
 lossless_over() { [ -f "$W/chain1.done" ]; }
 both_over() { [ -f "$W/chain0.done" ] && [ -f "$W/chain1.done" ]; }
 mark() { echo "[$(date +%T)] $*" >> "$W/chains.log"; }
+smoke_over() { [ -f "$W/smoke.over" ]; }
+smoke() {   # the PDL chain of the W4A16 kernels and the fused engine's verify / commit / speculative loop against HF
+  mark "smoke"
+  timeout 240 python3 -m pytest -q tests/test_kernels_gpu.py -k pdl > "$W/smoke_pdl.log" 2>&1 || { mark "PDL SMOKE FAILED (see smoke_pdl.log): EFFQWEN_PDL=0"; touch "$W/pdl.off"; }
+  [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0
+  timeout 300 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf or speculative_with_static_drafter" > "$W/smoke.log" 2>&1 || mark "SMOKE FAILED (see smoke.log)"
+  touch "$W/smoke.over"
+}
 case ${1:?start|poll|chain0|chain1} in
   start) shift
     if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
       sha256sum -c "${REGEN_TAR%/*}/SHA256" || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
       tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
-    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json
+    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json "$W"/smoke.over "$W"/pdl.off
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
     setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
-    setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null &
+    if [ -n "${ENGINE_ONLY:-}" ]; then setsid nohup bash "$0" smoke1 > "$W/chain1.log" 2>&1 < /dev/null &
+    else setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null & fi
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
+  smoke1) export CUDA_VISIBLE_DEVICES=1   # ENGINE_ONLY: the smoke on GPU 1 beside GPU 0's profile
+    smoke; mark "gpu1 done"; touch "$W/chain1.done" ;;
   chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
     # a short smoke of the fused engine on the GPU first (verify + commit against HF): a kernel that only the
     # interpreter accepted would otherwise fail every later stage
-    if [ -z "${NO_SMOKE:-}" ]; then mark "gpu0 smoke"; timeout 300 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf or speculative_with_static_drafter" > "$W/smoke.log" 2>&1 || mark "SMOKE FAILED (see smoke.log)"; fi
+    if [ -z "${NO_SMOKE:-}" ] && [ -z "${ENGINE_ONLY:-}" ]; then smoke; fi
     if [ -n "${TUNE:-}" ]; then   # TUNE=1: tune the engine's W4A16 shapes first; the latency run then uses that table
       mark "gpu0 tune_engine_shapes"; python3 scripts/tune_engine_shapes.py --out "$R" > "$W/tune.log" 2>&1
       export EFFQWEN_KERNEL_TUNE="$R/data/results/kernel_tune_h200.json"; fi
@@ -62,7 +76,17 @@ if ab['same_next_token']:
     print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)}")
 PY
 )"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default}"
-      mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1
+      # programmatic dependent launch for the latency run: on only if the smoke passed and the A/B found it faster with the same tokens
+      [ -n "${ENGINE_ONLY:-}" ] && { waitfor 420 smoke_over || mark "smoke not over: PDL off"; smoke_over || touch "$W/pdl.off"; }
+      eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
+import json, sys
+ab = json.load(open(sys.argv[1])).get('pdl_ab') or {}
+on, off = ab.get('ms', {}).get('pdl=1', {}), ab.get('ms', {}).get('pdl=0', {})
+ok = ab.get('same_tokens') and 'decode_ms' in on and 'decode_ms' in off and on['decode_ms'] < off['decode_ms']
+print(f"export EFFQWEN_PDL={int(bool(ok))}")
+PY
+)"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0; mark "pdl: ${EFFQWEN_PDL:-default}"
+      if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"
 import json, sys
@@ -72,9 +96,10 @@ if c and f and c['verify_ms'] < f['verify_ms'] and r.get('verify_argmax_agree_ro
     print('export EFFQWEN_GDN_VERIFY=chunk')
 PY
 )"; mark "gdn verify: ${EFFQWEN_GDN_VERIFY:-default}"
-      waitfor 420 regen_bf16_over; mark "gpu0 latency_run"
+      [ -z "${ENGINE_ONLY:-}" ] && waitfor 420 regen_bf16_over; mark "gpu0 latency_run"
       python3 scripts/latency_run.py "${LAT_S:-400}" > "$W/latency.log" 2>&1; touch "$W/lat.done"
     else touch "$W/lat.done"; fi
+    if [ -n "${ENGINE_ONLY:-}" ]; then mark "gpu0 done"; touch "$W/chain0.done"; exit 0; fi
     mark "gpu0 regen int4"; $G regen --work "$W" --only int4 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_int4.log" 2>&1
     mark "gpu0 train direct,stage2"; $G train --work "$W" --drafters direct,stage2 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
     mark "gpu0 eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --no-fp32 --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
@@ -92,7 +117,7 @@ PY
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack

@@ -23,6 +23,7 @@ import effqwen.kernels as K
 r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD)
 r['gdn_verify'] = E.GDN_VERIFY
+r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
 p = write_result('latency_h200', r, get_profile('gpu'))
 shutil.copy(p, out/'latency_h200.json'); print('wrote', p)

@@ -104,6 +104,28 @@ def prefill_ab(eng, ids, reps: int = 5) -> dict:
     eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = own
     return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]), errors=errors)
 
+def pdl_ab(eng, ids, reps: int = 25) -> dict|None:
+    """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median of `reps`, after the prompt)
+    with programmatic dependent launch off and on (`effqwen.kernels.PDL`: the W4A16 kernels load their weights while
+    the kernel before them runs); the graphs are re-recorded for each setting and finally for the module's own. Both
+    settings must give the same 16 greedy tokens."""
+    import effqwen.kernels as Kn
+    from effqwen.engine import _gpu_ms
+    if DEV != 'cuda' or not eng.use_graphs or not Kn.pdl_on(eng.device): return None
+    own, out, toks = Kn.PDL, {}, {}
+    for on in (False, True):
+        Kn.PDL = on; key = f'pdl={int(on)}'
+        try:
+            eng._capture(); eng.prefill(ids); toks[on] = eng.decode_n_tokens(16).tolist()
+            eng.prefill(ids); dec = _gpu_ms(lambda: eng._step('decode'), reps, warmup=3)
+            eng.prefill(ids); ver = _gpu_ms(lambda: eng._step('verify'), reps, warmup=3)
+            out[key] = dict(decode_ms=dec, verify_ms=ver)
+        except Exception as e:
+            out[key] = dict(error=f'{type(e).__name__}: {e}'[:300])
+        print('pdl', key, out[key], flush=True)
+    Kn.PDL = own; eng._capture()
+    return dict(ms=out, same_tokens=len(toks) == 2 and toks[False] == toks[True], module_default=own)
+
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
     from effqwen.core import render_table, write_table, provenance_line
@@ -128,6 +150,10 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              f"({doc['prefill_idle']['gaps_over_min']} gaps over {doc['prefill_idle']['min_gap_us']:.0f} µs; the tracer slows the host, so gaps are larger than untraced). Longest: "
              + '; '.join(f"{g['us']:.0f} µs after `{g['after'][:40]}` (host: {', '.join(c['op'][:40] for c in g['cpu'][:2])})" for g in doc['prefill_idle']['top'][:4])
              if doc.get('prefill_idle') else '')
+          + ("\n\nDecode-1 / verify-16 step (CUDA-graph replay, ms, median of 25 after the prompt) with programmatic dependent launch "
+             "of the W4A16 kernels and the small kernels before them off and on: "
+             + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v['error'][:80]})") for k, v in doc['pdl_ab']['ms'].items())
+             + f"; same greedy tokens: {doc['pdl_ab']['same_tokens']}." if doc.get('pdl_ab') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
@@ -154,6 +180,7 @@ def main():
                  convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
     res['prefill_ab'] = prefill_ab(eng, ids)
+    res['pdl_ab'] = pdl_ab(eng, ids)
     res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
     if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
