@@ -80,7 +80,8 @@ PY
       [ -n "${ENGINE_ONLY:-}" ] && { waitfor 420 smoke_over || mark "smoke not over: PDL off"; smoke_over || touch "$W/pdl.off"; }
       eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
 import json, sys
-ab = json.load(open(sys.argv[1])).get('pdl_ab') or {}
+try: ab = json.load(open(sys.argv[1])).get('pdl_ab') or {}   # no profile result (it failed): PDL off
+except Exception: ab = {}
 on, off = ab.get('ms', {}).get('pdl=1', {}), ab.get('ms', {}).get('pdl=0', {})
 ok = ab.get('same_tokens') and 'decode_ms' in on and 'decode_ms' in off and on['decode_ms'] < off['decode_ms']
 print(f"export EFFQWEN_PDL={int(bool(ok))}")

@@ -104,6 +104,21 @@ def prefill_ab(eng, ids, reps: int = 5) -> dict:
     eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = own
     return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]), errors=errors)
 
+def pdl_probe() -> str|None:
+    """Compile and run the PDL kernels once (the fused norm, then a W4A16 mat-vec); if that fails, turn programmatic
+    dependent launch off for the rest of this run (the profile then measures the plain launches) and say why."""
+    import effqwen.kernels as Kn
+    if DEV != 'cuda' or not Kn.pdl_on(torch.device('cuda')): return None
+    try:
+        from effqwen.engine import fused_add_rms_norm
+        lin = Kn.W4A16Linear.from_float(torch.nn.Linear(512, 256, bias=False, device='cuda', dtype=torch.bfloat16), group_size=128)
+        x = torch.randn(1, 512, device='cuda', dtype=torch.bfloat16)
+        lin(fused_add_rms_norm(x, None, torch.ones(512, device='cuda'), 1e-6, False)[1]); torch.cuda.synchronize()
+        return None
+    except Exception as e:
+        Kn.PDL = False; print('PDL probe failed, PDL off:', e, flush=True)
+        return f'{type(e).__name__}: {e}'[:300]
+
 def pdl_ab(eng, ids, reps: int = 25) -> dict|None:
     """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median of `reps`, after the prompt)
     with programmatic dependent launch off and on (`effqwen.kernels.PDL`: the W4A16 kernels load their weights while
@@ -175,7 +190,7 @@ def main():
         cfg = reference_drafter_config(m)
     torch.manual_seed(0)
     L = P + 64
-    res = dict(shape='tiny-qwen3.5' if TINY else 'qwen3.5-4b', prompt=P, steps={})
+    res = dict(shape='tiny-qwen3.5' if TINY else 'qwen3.5-4b', prompt=P, steps={}, pdl_probe_error=pdl_probe())
     eng = Engine(m, max_seq_len=L, tap_layers=cfg.target_layer_ids, block_size=cfg.block_size,
                  convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
