@@ -331,7 +331,7 @@ def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target id
     if len(ids) == 0 or ids.min() < 0 or ids.max() >= self.cfg.vocab_size:
         raise ValueError(f'draft vocabulary must be non-empty target ids in [0, {self.cfg.vocab_size})')
     self.cfg = replace(self.cfg, draft_vocab_size=len(ids))
-    dev = self.fc.weight.device
+    dev = self.norm.weight.device                                      # (`fc` may be a quantized linear without .weight)
     if getattr(self, 'd2t', None) is None: self.register_buffer('d2t', ids.to(dev))
     else: self.d2t = ids.to(dev)
     return self

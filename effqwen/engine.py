@@ -16,13 +16,13 @@ log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_SDPA_GQA', 'ATTN_CHUNK', 'ATTN_BL',
-           'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'EngineConfig', 'fuse_linears', 'rms_norm',
-           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
-           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
-           'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PDL_STEPS', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -976,6 +976,18 @@ def _dequant_weight(m, M:int, dtype)->torch.Tensor:
     c = _config_for('w4a16', M, m.out_features, m.in_features, m.group_size, dtype, m.weight_packed.device, None, kl=True)
     return w4a16_dequantize_triton(m.weight_packed, m.weight_scale, dtype, c.block_n, c.block_k, True, c.num_warps)
 
+PREFILL_DIRECT = True   # prefill with W4A16 linears on a GPU: dequantize + cuBLAS called directly, not through the custom op
+
+def _prefill_linear(m, v:torch.Tensor)->torch.Tensor:
+    """A prefill's linear (M > 64 rows on a GPU): a W4A16 linear as `_dequant_weight` then cuBLAS, called directly —
+    the arithmetic of its custom op at that M (`w4a16_matmul` dequantizes with the same config, then `x @ W.T`, then
+    the bias), with less host time per call; the prefill's GPU waits on the host between short kernels (profile_steps'
+    idle gaps). Any other module runs as it is."""
+    W4A16Linear, _ = _quant_kinds()
+    if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
+    y = v @ _dequant_weight(m, v.shape[0], v.dtype).T
+    return y if m.bias is None else y + m.bias.to(y.dtype)
+
 class _DequantAhead:
     """Prefill of M rows through W4A16 linears, which dequantize their weight to bf16 for cuBLAS: the next layer's
     weights are dequantized on a side stream while this layer's matmuls run (memory-bound work beside compute-bound
@@ -1031,7 +1043,9 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
-    lin = lambda m, v: m(v) if ahead is None else F.linear(v, ws[id(m)], m.bias)
+    if ahead is not None: lin = lambda m, v: F.linear(v, ws[id(m)], m.bias)
+    elif PREFILL_DIRECT and mode == 'prefill' and T > 64 and self.device.type == 'cuda': lin = _prefill_linear
+    else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)
         x, h = norm(x, pending, L.in_w)
@@ -1084,23 +1098,31 @@ def _commit_step(self:Engine):
 Engine._run, Engine._commit_step = _run, _commit_step
 
 # %% ../nbs/16_engine.ipynb #7bc0acab
+PDL_STEPS = tuple(s for s in os.environ.get('EFFQWEN_PDL_STEPS', 'decode,verify').split(',') if s)   # graphs recorded with PDL
+
 def _capture(self:Engine):
-    "Record the decode, verify and commit steps as CUDA graphs (warm-up first, then reset)."
-    B = self.block_size
+    """Record the decode, verify and commit steps as CUDA graphs (warm-up first, then reset). Steps outside `PDL_STEPS`
+    are recorded without programmatic dependent launch (`effqwen.kernels.PDL` off while they run)."""
+    import effqwen.kernels as K
+    B, own = self.block_size, K.PDL
     steps = dict(decode=lambda: self._run(1, 'decode'), verify=lambda: self._run(B, 'verify'), commit=self._commit_step)
     s = torch.cuda.Stream(self.device)
     s.wait_stream(torch.cuda.current_stream(self.device))
-    with torch.cuda.stream(s), torch.no_grad():
-        for fn in steps.values():
-            for _ in range(2): fn()
-    torch.cuda.current_stream(self.device).wait_stream(s)
-    torch.cuda.synchronize(self.device)
-    self.reset()
-    pool = torch.cuda.graph_pool_handle()
-    for name, fn in steps.items():
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, pool=pool), torch.no_grad(): fn()
-        self.graphs[name] = g
+    try:
+        with torch.cuda.stream(s), torch.no_grad():
+            for name, fn in steps.items():
+                K.PDL = own and name in PDL_STEPS                        # (each kernel variant compiles here, not while recording)
+                for _ in range(2): fn()
+        torch.cuda.current_stream(self.device).wait_stream(s)
+        torch.cuda.synchronize(self.device)
+        self.reset()
+        pool = torch.cuda.graph_pool_handle()
+        for name, fn in steps.items():
+            K.PDL = own and name in PDL_STEPS
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool), torch.no_grad(): fn()
+            self.graphs[name] = g
+    finally: K.PDL = own
 
 def _step(self:Engine, name:str):
     "Run one recorded step (graph replay on a GPU, the plain function otherwise)."

@@ -73,9 +73,9 @@ import json, sys
 ab = json.load(open(sys.argv[1]))['prefill_ab']
 if ab['same_next_token']:
     k = min(ab['ms'], key=ab['ms'].get); v = {a: b for a, b in (x.split('=') for x in k.split(','))}
-    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)}")
+    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)} EFFQWEN_PREFILL_DIRECT={v.get('direct', 0)}")
 PY
-)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default}"
+)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default}"
       # programmatic dependent launch for the latency run: on only if the smoke passed and the A/B found it faster with the same tokens
       [ -n "${ENGINE_ONLY:-}" ] && { waitfor 420 smoke_over || mark "smoke not over: PDL off"; smoke_over || touch "$W/pdl.off"; }
       eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
@@ -83,10 +83,10 @@ import json, sys
 try: ab = json.load(open(sys.argv[1])).get('pdl_ab') or {}   # no profile result (it failed): PDL off
 except Exception: ab = {}
 on, off = ab.get('ms', {}).get('pdl=1', {}), ab.get('ms', {}).get('pdl=0', {})
-ok = ab.get('same_tokens') and 'decode_ms' in on and 'decode_ms' in off and on['decode_ms'] < off['decode_ms']
-print(f"export EFFQWEN_PDL={int(bool(ok))}")
+steps = [s for s in ('decode', 'verify') if ab.get('same_tokens') and f'{s}_ms' in on and f'{s}_ms' in off and on[f'{s}_ms'] < off[f'{s}_ms']]
+print(f"export EFFQWEN_PDL={int(bool(steps))} EFFQWEN_PDL_STEPS={','.join(steps) or 'none'}")
 PY
-)"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0; mark "pdl: ${EFFQWEN_PDL:-default}"
+)"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0; mark "pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}"
       if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"

@@ -77,32 +77,38 @@ def gap_stats(ks: list, cpu: list, top: int = 8, min_us: float = 20.0) -> dict:
     return dict(span_us=span, busy_us=busy, idle_us=span - busy, gaps_over_min=len(gaps), idle_in_gaps_us=sum(g[0] for g in gaps), min_gap_us=min_us,
                 top=[dict(us=round(g[0], 1), after=g[3][:60], before=g[4][:60], cpu=during(g[1], g[2])) for g in gaps[:top]])
 
-def prefill_ab(eng, ids, reps: int = 5) -> dict:
-    """Prefill wall time (ms, median of `reps` after a warm-up) with the copy- and time-saving prefill paths on and off:
-    flash-linear-attention's grouped values (`eng.chunk_gva`, q/k not repeated), SDPA's `enable_gqa` (k/v not repeated)
-    and the next layer's dequantize on a side stream (`PREFILL_DEQUANT_AHEAD`); the engine is left as it was. Every
-    combination must give the same next token."""
+def prefill_ab(eng, ids, reps: int = 3, rounds: int = 3) -> dict:
+    """Prefill wall time (ms, median of `rounds` x `reps` runs, the combinations interleaved round by round against
+    drift) with the copy- and time-saving prefill paths on and off: flash-linear-attention's grouped values
+    (`eng.chunk_gva`, q/k not repeated), SDPA's `enable_gqa` (k/v not repeated), the next layer's dequantize on a side
+    stream (`PREFILL_DEQUANT_AHEAD`) and the W4A16 linears called directly (`PREFILL_DIRECT`, less host time per call);
+    the engine is left as it was. Every combination must give the same next token."""
     import effqwen.engine as E
-    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD)
+    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT)
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
-    gvas = (False, True) if own[0] else (False,)
-    combos = [(g, s, False) for g in gvas for s in (False, True)] + [(gvas[-1], False, True)]
-    out, toks = {}, set()
-    errors = {}
-    for gva, sdpa, ahead in combos:
-        key = f'gva={int(gva)},sdpa_gqa={int(sdpa)},ahead={int(ahead)}'
-        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = gva, sdpa, ahead
-        try:
-            eng.prefill(ids); sync(); ts = []
-            for _ in range(reps):
-                t = time.perf_counter(); eng.prefill(ids); sync(); ts.append(time.perf_counter() - t)
-        except Exception as e:                                    # a path that fails leaves the others (and the default) measured
-            errors[key] = f'{type(e).__name__}: {e}'[:300]; print('prefill', key, 'failed:', errors[key], flush=True); continue
-        out[key] = sorted(ts)[reps // 2] * 1e3
+    g1 = own[0]                                   # grouped values only where the engine has them (flash-linear-attention)
+    combos = [(False, False, False, False), (g1, False, False, False), (g1, True, False, False), (g1, False, False, True),
+              (g1, True, False, True), (g1, False, True, False)]
+    combos = list(dict.fromkeys(combos))
+    key = lambda c: 'gva={:d},sdpa_gqa={:d},ahead={:d},direct={:d}'.format(*c)
+    ts, toks, errors = {key(c): [] for c in combos}, set(), {}
+    def run(c):
+        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT = c
+        eng.prefill(ids); sync()
+        for _ in range(reps):
+            t = time.perf_counter(); eng.prefill(ids); sync(); ts[key(c)].append((time.perf_counter() - t) * 1e3)
         toks.add(int(eng.next_tok[0]))
-        print('prefill', key, f'{out[key]:.2f} ms', flush=True)
-    eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD = own
-    return dict(ms=out, same_next_token=len(toks) == 1, engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2]), errors=errors)
+    for r in range(rounds):
+        for c in combos:
+            if key(c) in errors: continue
+            try: run(c)
+            except Exception as e:                                # a path that fails leaves the others (and the default) measured
+                errors[key(c)] = f'{type(e).__name__}: {e}'[:300]; print('prefill', key(c), 'failed:', errors[key(c)], flush=True)
+    eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT = own
+    out = {k: sorted(v)[len(v) // 2] for k, v in ts.items() if v and k not in errors}
+    for k, v in out.items(): print('prefill', k, f'{v:.2f} ms', flush=True)
+    return dict(ms=out, runs=rounds * reps, same_next_token=len(toks) == 1,
+                engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2], direct=own[3]), errors=errors)
 
 def pdl_probe() -> str|None:
     """Compile and run the PDL kernels once (the fused norm, then a W4A16 mat-vec); if that fails, turn programmatic
@@ -119,26 +125,31 @@ def pdl_probe() -> str|None:
         Kn.PDL = False; print('PDL probe failed, PDL off:', e, flush=True)
         return f'{type(e).__name__}: {e}'[:300]
 
-def pdl_ab(eng, ids, reps: int = 25) -> dict|None:
-    """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median of `reps`, after the prompt)
-    with programmatic dependent launch off and on (`effqwen.kernels.PDL`: the W4A16 kernels load their weights while
-    the kernel before them runs); the graphs are re-recorded for each setting and finally for the module's own. Both
-    settings must give the same 16 greedy tokens."""
+def pdl_ab(eng, ids, reps: int = 25, rounds: int = 3) -> dict|None:
+    """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median over `rounds` x `reps`
+    replays after the prompt, the two settings alternating round by round) with programmatic dependent launch off and
+    on (`effqwen.kernels.PDL`: the W4A16 kernels load their weights while the kernel before them runs); the graphs are
+    re-recorded for each setting and finally for the module's own. Both settings must give the same 16 greedy tokens."""
     import effqwen.kernels as Kn
     from effqwen.engine import _gpu_ms
     if DEV != 'cuda' or not eng.use_graphs or not Kn.pdl_on(eng.device): return None
-    own, out, toks = Kn.PDL, {}, {}
-    for on in (False, True):
-        Kn.PDL = on; key = f'pdl={int(on)}'
-        try:
-            eng._capture(); eng.prefill(ids); toks[on] = eng.decode_n_tokens(16).tolist()
-            eng.prefill(ids); dec = _gpu_ms(lambda: eng._step('decode'), reps, warmup=3)
-            eng.prefill(ids); ver = _gpu_ms(lambda: eng._step('verify'), reps, warmup=3)
-            out[key] = dict(decode_ms=dec, verify_ms=ver)
-        except Exception as e:
-            out[key] = dict(error=f'{type(e).__name__}: {e}'[:300])
-        print('pdl', key, out[key], flush=True)
+    own, toks = Kn.PDL, {}
+    ts = {f'pdl={int(on)}': dict(decode=[], verify=[]) for on in (False, True)}
+    errors = {}
+    for r in range(rounds):
+        for on in (False, True):
+            Kn.PDL = on; key = f'pdl={int(on)}'
+            if key in errors: continue
+            try:
+                eng._capture(); eng.prefill(ids); toks[on] = eng.decode_n_tokens(16).tolist()
+                eng.prefill(ids); ts[key]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
+                eng.prefill(ids); ts[key]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
+            except Exception as e:
+                errors[key] = f'{type(e).__name__}: {e}'[:300]
     Kn.PDL = own; eng._capture()
+    out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items()} | {f'{s}_rounds_ms': v for s, v in d.items()})
+           for k, d in ts.items()}
+    for k, v in out.items(): print('pdl', k, v, flush=True)
     return dict(ms=out, same_tokens=len(toks) == 2 and toks[False] == toks[True], module_default=own)
 
 def render(path: str = 'data/results/step_profile_h200.json'):
@@ -156,18 +167,20 @@ def render(path: str = 'data/results/step_profile_h200.json'):
             "5-layer bf16 DFlash drafter with full attention. Sums of kernel times, not wall time: the CUDA-graph replay runs the same kernels "
             "without launch gaps (26_latency has the step latencies). A breakdown for choosing what to optimize, not a benchmark.\n\n"
           + '\n'.join(f"- {k}: " + '; '.join(f"`{t['name'][:60]}` {t['us']:,.0f} µs × {t['count']:.0f}" for t in v['top'][:4]) for k, v in steps.items())
-          + ('\n\nPrefill wall time of the same engine (ms, median of 5) with and without the two copy-saving paths — '
+          + (f"\n\nPrefill wall time of the same engine (ms, median of {doc['prefill_ab'].get('runs', 5)} runs, the combinations interleaved) with and without the time-saving paths — "
+             
              '`gva`: flash-linear-attention\'s grouped-value chunk kernel on q/k as they are (off: repeated to H_v heads, as transformers calls it); '
-             '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads); `ahead`: the next layer\'s weights dequantized on a side stream: '
+             '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads); `ahead`: the next layer\'s weights dequantized on a side stream; '
+             '`direct`: the W4A16 linears\' dequantize + cuBLAS called directly rather than through the custom op (less host time per call): '
              + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
              + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
           + (f"\n\nGPU idle inside one traced prefill: {doc['prefill_idle']['idle_us'] / 1e3:.1f} ms of a {doc['prefill_idle']['span_us'] / 1e3:.1f} ms span "
              f"({doc['prefill_idle']['gaps_over_min']} gaps over {doc['prefill_idle']['min_gap_us']:.0f} µs; the tracer slows the host, so gaps are larger than untraced). Longest: "
              + '; '.join(f"{g['us']:.0f} µs after `{g['after'][:40]}` (host: {', '.join(c['op'][:40] for c in g['cpu'][:2])})" for g in doc['prefill_idle']['top'][:4])
              if doc.get('prefill_idle') else '')
-          + ("\n\nDecode-1 / verify-16 step (CUDA-graph replay, ms, median of 25 after the prompt) with programmatic dependent launch "
+          + ("\n\nDecode-1 / verify-16 step (CUDA-graph replay, ms, median of 3 rounds of 25 replays after the prompt, settings alternating) with programmatic dependent launch "
              "of the W4A16 kernels and the small kernels before them off and on: "
-             + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v['error'][:80]})") for k, v in doc['pdl_ab']['ms'].items())
+             + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v.get('error', '')[:80]})") for k, v in doc['pdl_ab']['ms'].items())
              + f"; same greedy tokens: {doc['pdl_ab']['same_tokens']}." if doc.get('pdl_ab') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
