@@ -15,11 +15,11 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_SDPA_GQA', 'ATTN_CHUNK', 'ATTN_BL',
-           'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PDL_STEPS', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'PREFILL_SDPA_GQA',
+           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PDL_STEPS',
+           'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix',
+           'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated',
+           'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
            'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
            'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter',
            'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
@@ -547,7 +547,8 @@ if triton is not None:
 
     @triton.jit
     def _conv_prefill_kernel(proj_ptr, w_ptr, out_ptr, T, C, Kd, Vd, PS,
-                             KC: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr):
+                             KC: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
+                             QKNORM: tl.constexpr = False):   # BC = Dk: each q/k block is one head, L2-normalized here
         t = (tl.program_id(0) * BT + tl.arange(0, BT)).to(tl.int64)
         c = tl.program_id(1) * BC + tl.arange(0, BC)
         mt, mc = t < T, c < C
@@ -558,6 +559,9 @@ if triton is not None:
             x = tl.load(proj_ptr + ts[:, None] * PS + c[None, :], mask=(ts[:, None] >= 0) & mt[:, None] & mc[None, :], other=0.0)
             acc += x.to(tl.float32) * tl.load(w_ptr + c * KC + j, mask=mc, other=0.0).to(tl.float32)[None, :]
         y = _silu_round(acc, dt)
+        if QKNORM:
+            if tl.program_id(1) * BC < 2 * Kd:                          # a q or k head: y / sqrt(Σ y² + 1e-6) in float32 (fla's l2norm)
+                y = y * tl.rsqrt(tl.sum(y * y, 1) + 1e-6)[:, None]
         c2 = c[None, :].to(tl.int64)                                     # [q (T·Kd) | k (T·Kd) | v (T·Vd)], each contiguous
         dst = tl.where(c2 < Kd, t[:, None] * Kd + c2,
                        tl.where(c2 < 2 * Kd, T * Kd + t[:, None] * Kd + (c2 - Kd), 2 * T * Kd + t[:, None] * Vd + (c2 - 2 * Kd)))
@@ -755,6 +759,7 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
     return y
 
 PREFILL_GVA = True   # on a GPU with flash-linear-attention: hand its chunk kernel q/k with their Hk heads (grouped values)
+PREFILL_QK_NORM = True   # fused prefill: L2-normalize q/k in the conv kernel (not in the chunk rule's own passes)
 
 def fla_chunk_rule(device)->'callable|None':
     """flash-linear-attention's `chunk_gated_delta_rule` on a CUDA device where it is installed (and `PREFILL_GVA`), else
@@ -771,7 +776,11 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     T, PS, KC = proj.shape[0], proj.shape[1], conv_buf.shape[1]
     qkv = proj.new_empty(2 * T * Kd + T * Vd)
-    _conv_prefill_kernel[(triton.cdiv(T, 32), triton.cdiv(C, 128))](proj, conv_w, qkv, T, C, Kd, Vd, PS, KC=KC, BT=32, BC=128, num_warps=4)
+    # q/k L2-normalized in the conv kernel where each channel block can be one head (Dk a power of two dividing the
+    # channel counts), instead of two separate normalizing passes over q and k in the chunk rule
+    qkn = PREFILL_QK_NORM and Dk == _np2(Dk) and Dk >= 16 and Kd % Dk == 0 and Vd % Dk == 0
+    bc = Dk if qkn else 128
+    _conv_prefill_kernel[(triton.cdiv(T, 32), triton.cdiv(C, bc))](proj, conv_w, qkv, T, C, Kd, Vd, PS, KC=KC, BT=32, BC=bc, QKNORM=qkn, num_warps=4)
     q, k, v = qkv[:T * Kd].view(1, T, Hk, Dk), qkv[T * Kd:2 * T * Kd].view(1, T, Hk, Dk), qkv[2 * T * Kd:].view(1, T, Hv, Dv)
     b, a = proj[:, C + Vd:C + Vd + Hv], proj[:, C + Vd + Hv:]
     g = (neg_a * F.softplus(a.float() + dt_bias))[None].contiguous()
@@ -780,7 +789,7 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
         from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
         chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
     if Hv != Hk and not gva: q, k = q.repeat_interleave(Hv // Hk, 2), k.repeat_interleave(Hv // Hk, 2)   # HF's call
-    o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=True)
+    o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=not qkn)
     S.copy_(S_fin[0])
     n = min(T, KC)
     conv_buf.zero_(); conv_buf[:, KC - n:].copy_(proj[T - n:, :C].t())
@@ -1310,6 +1319,14 @@ class StaticDrafter:
         self.anchor = torch.zeros(1, dtype=torch.long, device=dev)
         self.masks = torch.full((B - 1,), cfg.mask_token_id, dtype=torch.long, device=dev)
         self.tokens = torch.zeros(B - 1, dtype=torch.long, device=dev)
+        # a draft vocabulary (FR-Spec): the head's rows for it, gathered once here (the step would otherwise gather them
+        # every call: a torch.compile'd step re-runs the cached `draft_logits` gather, ~0.4 GB at Qwen3.5's vocabulary).
+        # Set the draft vocabulary before building the StaticDrafter.
+        head, d2t = drafter._head, getattr(drafter, 'd2t', None)
+        self.head_rows = self.head_bias = None
+        if d2t is not None and type(head) is nn.Linear:
+            self.head_rows = head.weight.detach().index_select(0, d2t.to(head.weight.device)).contiguous()
+            self.head_bias = None if head.bias is None else head.bias.detach()[d2t.to(head.weight.device)]
         self.length, self.graph = 0, None
         self._fn = torch.compile(self._step, dynamic=False) if compile else self._step   # what warm-up, capture and replay-less calls run
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
@@ -1351,7 +1368,9 @@ class StaticDrafter:
             o = gqa_attention(q, [(kc, vc), (kb[0], vb[0])], see, a.d ** -0.5)
             h = h + a.o_proj(o)[None]
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        self.tokens.copy_(d.to_target(d.draft_logits(d.norm(h)[:, 1:])[0].argmax(-1)))   # argmax over the draft vocabulary only
+        hn = d.norm(h)[:, 1:]
+        z = d.draft_logits(hn) if self.head_rows is None else F.linear(hn, self.head_rows, self.head_bias)
+        self.tokens.copy_(d.to_target(z[0].argmax(-1)))                       # argmax over the draft vocabulary only
         self.ctx_len.add_(self.n_new)
 
     def _capture(self):

@@ -73,9 +73,9 @@ import json, sys
 ab = json.load(open(sys.argv[1]))['prefill_ab']
 if ab['same_next_token']:
     k = min(ab['ms'], key=ab['ms'].get); v = {a: b for a, b in (x.split('=') for x in k.split(','))}
-    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)} EFFQWEN_PREFILL_DIRECT={v.get('direct', 0)}")
+    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)} EFFQWEN_PREFILL_DIRECT={v.get('direct', 0)} EFFQWEN_PREFILL_QK_NORM={v.get('qknorm', 0)}")
 PY
-)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default}"
+)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default} QK_NORM=${EFFQWEN_PREFILL_QK_NORM:-default}"
       # programmatic dependent launch for the latency run: on only if the smoke passed and the A/B found it faster with the same tokens
       [ -n "${ENGINE_ONLY:-}" ] && { waitfor 420 smoke_over || mark "smoke not over: PDL off"; smoke_over || touch "$W/pdl.off"; }
       eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"

@@ -6,7 +6,7 @@ import effqwen.engine as E
 from effqwen.engine import benchmark_latency
 out = pathlib.Path(os.environ['OUT'])
 # prefill paths picked by the A/B of scripts/profile_steps.py run just before (gpu_session.sh exports its choice)
-for flag in ('PREFILL_GVA', 'PREFILL_SDPA_GQA', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT'):
+for flag in ('PREFILL_GVA', 'PREFILL_SDPA_GQA', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PREFILL_QK_NORM'):
     if (v := os.environ.get(f'EFFQWEN_{flag}')) is not None: setattr(E, flag, v == '1')
 # the Gated-DeltaNet verify kernel picked from scripts/verify_cost.py's run ('fused' token by token, or 'chunk')
 if (v := os.environ.get('EFFQWEN_GDN_VERIFY')) in ('fused', 'chunk'): E.GDN_VERIFY = v
@@ -22,7 +22,7 @@ r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lam
 r['draft_vocab'] = dict(rows=dv, fraction=frac, source=f"drafter_training_gpu.json: {tr['sizes'].get('draft_vocab')} of {tr['drafter']['vocab_size']}") if dv else None
 import effqwen.kernels as K
 r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
-r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT)
+r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT, PREFILL_QK_NORM=E.PREFILL_QK_NORM)
 r['gdn_verify'] = E.GDN_VERIFY
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)

@@ -81,19 +81,20 @@ def prefill_ab(eng, ids, reps: int = 3, rounds: int = 3) -> dict:
     """Prefill wall time (ms, median of `rounds` x `reps` runs, the combinations interleaved round by round against
     drift) with the copy- and time-saving prefill paths on and off: flash-linear-attention's grouped values
     (`eng.chunk_gva`, q/k not repeated), SDPA's `enable_gqa` (k/v not repeated), the next layer's dequantize on a side
-    stream (`PREFILL_DEQUANT_AHEAD`) and the W4A16 linears called directly (`PREFILL_DIRECT`, less host time per call);
+    stream (`PREFILL_DEQUANT_AHEAD`), the W4A16 linears called directly (`PREFILL_DIRECT`, less host time per call) and
+    q/k L2-normalized in the conv kernel (`PREFILL_QK_NORM`, not in two passes of the chunk rule);
     the engine is left as it was. Every combination must give the same next token."""
     import effqwen.engine as E
-    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT)
+    own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM)
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     g1 = own[0]                                   # grouped values only where the engine has them (flash-linear-attention)
-    combos = [(False, False, False, False), (g1, False, False, False), (g1, True, False, False), (g1, False, False, True),
-              (g1, True, False, True), (g1, False, True, False)]
+    combos = [(False, False, False, False, False), (g1, False, False, False, False), (g1, True, False, False, False),
+              (g1, True, False, True, False), (g1, True, False, True, True), (g1, False, False, True, True), (g1, True, True, False, True)]
     combos = list(dict.fromkeys(combos))
-    key = lambda c: 'gva={:d},sdpa_gqa={:d},ahead={:d},direct={:d}'.format(*c)
+    key = lambda c: 'gva={:d},sdpa_gqa={:d},ahead={:d},direct={:d},qknorm={:d}'.format(*c)
     ts, toks, errors = {key(c): [] for c in combos}, set(), {}
     def run(c):
-        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT = c
+        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM = c
         eng.prefill(ids); sync()
         for _ in range(reps):
             t = time.perf_counter(); eng.prefill(ids); sync(); ts[key(c)].append((time.perf_counter() - t) * 1e3)
@@ -104,11 +105,11 @@ def prefill_ab(eng, ids, reps: int = 3, rounds: int = 3) -> dict:
             try: run(c)
             except Exception as e:                                # a path that fails leaves the others (and the default) measured
                 errors[key(c)] = f'{type(e).__name__}: {e}'[:300]; print('prefill', key(c), 'failed:', errors[key(c)], flush=True)
-    eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT = own
+    eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM = own
     out = {k: sorted(v)[len(v) // 2] for k, v in ts.items() if v and k not in errors}
     for k, v in out.items(): print('prefill', k, f'{v:.2f} ms', flush=True)
     return dict(ms=out, runs=rounds * reps, same_next_token=len(toks) == 1,
-                engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2], direct=own[3]), errors=errors)
+                engine_default=dict(gva=own[0], sdpa_gqa=own[1], ahead=own[2], direct=own[3], qknorm=own[4]), errors=errors)
 
 def pdl_probe() -> str|None:
     """Compile and run the PDL kernels once (the fused norm, then a W4A16 mat-vec); if that fails, turn programmatic
@@ -171,7 +172,8 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              
              '`gva`: flash-linear-attention\'s grouped-value chunk kernel on q/k as they are (off: repeated to H_v heads, as transformers calls it); '
              '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads); `ahead`: the next layer\'s weights dequantized on a side stream; '
-             '`direct`: the W4A16 linears\' dequantize + cuBLAS called directly rather than through the custom op (less host time per call): '
+             '`direct`: the W4A16 linears\' dequantize + cuBLAS called directly rather than through the custom op (less host time per call); '
+             '`qknorm`: q/k L2-normalized in the conv kernel rather than in two passes of the chunk rule: '
              + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
              + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
           + (f"\n\nGPU idle inside one traced prefill: {doc['prefill_idle']['idle_us'] / 1e3:.1f} ms of a {doc['prefill_idle']['span_us'] / 1e3:.1f} ms span "
