@@ -800,7 +800,8 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4)
     return y
 
-PREFILL_SDPA_GQA = False   # prefill attention: SDPA's grouped-query path (enable_gqa) instead of kv heads repeated to H
+PREFILL_SDPA_GQA = True   # prefill attention: SDPA's grouped-query path (enable_gqa) instead of kv heads repeated to H
+                          # (faster in profile_steps' interleaved prefill A/B on the H200: step_profile_h200.json)
 
 def prefill_attention(q:torch.Tensor, # (T, H, D) queries of positions 0..T-1
                       kc:torch.Tensor, vc:torch.Tensor, # (Hkv, L, D) caches holding the prompt's keys / values in [:, :T]
@@ -1107,7 +1108,9 @@ def _commit_step(self:Engine):
 Engine._run, Engine._commit_step = _run, _commit_step
 
 # %% ../nbs/16_engine.ipynb #7bc0acab
-PDL_STEPS = tuple(s for s in os.environ.get('EFFQWEN_PDL_STEPS', 'decode,verify').split(',') if s)   # graphs recorded with PDL
+# graphs recorded with programmatic dependent launch: decode (faster in every A/B of profile_steps on the H200; verify-16
+# was faster in one of three, slower in two)
+PDL_STEPS = tuple(s for s in os.environ.get('EFFQWEN_PDL_STEPS', 'decode').split(',') if s)
 
 def _capture(self:Engine):
     """Record the decode, verify and commit steps as CUDA graphs (warm-up first, then reset). Steps outside `PDL_STEPS`
@@ -1322,11 +1325,17 @@ class StaticDrafter:
         # a draft vocabulary (FR-Spec): the head's rows for it, gathered once here (the step would otherwise gather them
         # every call: a torch.compile'd step re-runs the cached `draft_logits` gather, ~0.4 GB at Qwen3.5's vocabulary).
         # Set the draft vocabulary before building the StaticDrafter.
+        # The rows are padded to a multiple of 64 with copies of the first (an odd row count leaves cuBLAS's output rows
+        # unaligned, and the step was slower than with the whole vocabulary); a copy never wins the argmax, which returns
+        # the first of equal maxima, and is mapped back to row 0 anyway.
         head, d2t = drafter._head, getattr(drafter, 'd2t', None)
         self.head_rows = self.head_bias = None
         if d2t is not None and type(head) is nn.Linear:
-            self.head_rows = head.weight.detach().index_select(0, d2t.to(head.weight.device)).contiguous()
-            self.head_bias = None if head.bias is None else head.bias.detach()[d2t.to(head.weight.device)]
+            i = d2t.to(head.weight.device)
+            i = torch.cat([i, i[:1].expand(-len(i) % 64)])
+            self.head_rows = head.weight.detach().index_select(0, i).contiguous()
+            self.head_bias = None if head.bias is None else head.bias.detach()[i]
+            self.n_draft = len(d2t)
         self.length, self.graph = 0, None
         self._fn = torch.compile(self._step, dynamic=False) if compile else self._step   # what warm-up, capture and replay-less calls run
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
@@ -1369,8 +1378,11 @@ class StaticDrafter:
             h = h + a.o_proj(o)[None]
             h = h + layer.mlp(layer.post_attention_layernorm(h))
         hn = d.norm(h)[:, 1:]
-        z = d.draft_logits(hn) if self.head_rows is None else F.linear(hn, self.head_rows, self.head_bias)
-        self.tokens.copy_(d.to_target(z[0].argmax(-1)))                       # argmax over the draft vocabulary only
+        if self.head_rows is None: idx = d.draft_logits(hn)[0].argmax(-1)
+        else:
+            idx = F.linear(hn, self.head_rows, self.head_bias)[0].argmax(-1)
+            idx = idx.masked_fill(idx >= self.n_draft, 0)                   # (a padding copy of row 0)
+        self.tokens.copy_(d.to_target(idx))                                  # argmax over the draft vocabulary only
         self.ctx_len.add_(self.n_new)
 
     def _capture(self):
