@@ -1,7 +1,8 @@
 """The engine's fused path (the Triton kernels a GPU runs by default) against its torch path, on a CPU: Triton's
 interpreter (`TRITON_INTERPRET=1`, read when `effqwen.engine` is imported, hence a subprocess) runs the same kernels
 on tiny hybrid (Qwen3.5) and dense (Llama) models. Every mode must agree: prefill, decode, the verify-16 block, and
-decoding on after `commit(n)` — so the verify step a speculative round costs can use the fused kernels too."""
+decoding on after `commit(n)` — so the verify step a speculative round costs can use the fused kernels too. (The
+fused prefill L2-normalizes q/k in its conv kernel, `PREFILL_QK_NORM`; the torch path normalizes in the chunk rule.)"""
 import os, subprocess, sys, textwrap
 import pytest
 
