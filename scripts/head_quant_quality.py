@@ -73,7 +73,7 @@ def main():
                rows=rows, a3_rows=context, a3_provenance=a3['provenance'], n_body_linears=len(body), wall_s=time.time() - t0)
     path = write_result('w4_head_quality', res, p)
     print('wrote', path)
-    render(res)
+    render()   # (from the written file: it carries the provenance)
 
 def render(doc=None):
     doc = doc or json.load(open('data/results/w4_head_quality.json'))
@@ -83,7 +83,8 @@ def render(doc=None):
             "Head: a separate copy of the tied weight on the symmetric INT4 grid with bf16 scales (the embedding stays float); "
             f"GPTQ calibrated on {doc['calib_windows'][0]} training windows of {doc['calib_windows'][1]} tokens. Body: the "
             f"{doc['n_body_linears']} linears table A3 quantizes, RTN g32. Table A3's rows for the body (same windows, its own run): "
-            + ', '.join(f"{r['method']}{'' if r['group'] is None else ' g' + str(r['group'])} {r['kld']:.4f}" for r in doc['a3_rows']) + '.\n\n'
+            + ', '.join(f"{r['method']}{'' if r['group'] is None else ' g' + str(r['group'])} {r['kld']:.4f}" for r in doc['a3_rows'])
+            + ' (the body-only row here rounds its scales to bf16, as the W4A16 checkpoint stores them).\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('w4_head_quality', md, doc['provenance']['profile'])); print(md)
 
