@@ -87,6 +87,15 @@ steps = [s for s in ('decode', 'verify') if ab.get('same_tokens') and f'{s}_ms' 
 print(f"export EFFQWEN_PDL={int(bool(steps))} EFFQWEN_PDL_STEPS={','.join(steps) or 'none'}")
 PY
 )"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0; mark "pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}"
+      # the decode attention's positions per program: the fastest decode of the profile's A/B (same tokens in every setting)
+      eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
+import json, sys
+try: ab = json.load(open(sys.argv[1])).get('attn_chunk_ab') or {}
+except Exception: ab = {}
+ms = {int(k): v['decode_ms'] for k, v in ab.get('ms', {}).items() if 'decode_ms' in v}
+if ab.get('same_tokens') and ms: print(f"export EFFQWEN_ATTN_CHUNK={min(ms, key=ms.get)}")
+PY
+)"; mark "attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}"
       if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"

@@ -8,6 +8,7 @@ out = pathlib.Path(os.environ['OUT'])
 # prefill paths picked by the A/B of scripts/profile_steps.py run just before (gpu_session.sh exports its choice)
 for flag in ('PREFILL_GVA', 'PREFILL_SDPA_GQA', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PREFILL_QK_NORM'):
     if (v := os.environ.get(f'EFFQWEN_{flag}')) is not None: setattr(E, flag, v == '1')
+if (v := os.environ.get('EFFQWEN_ATTN_CHUNK')): E.ATTN_CHUNK = int(v)   # decode attention positions per program (profile's A/B)
 # the Gated-DeltaNet verify kernel picked from scripts/verify_cost.py's run ('fused' token by token, or 'chunk')
 if (v := os.environ.get('EFFQWEN_GDN_VERIFY')) in ('fused', 'chunk'): E.GDN_VERIFY = v
 ck = lambda d: (out/'partial.json').write_text(json.dumps(d, default=str, indent=1))
@@ -24,6 +25,7 @@ import effqwen.kernels as K
 r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT, PREFILL_QK_NORM=E.PREFILL_QK_NORM)
 r['gdn_verify'] = E.GDN_VERIFY
+r['attn_chunk'] = E.ATTN_CHUNK
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'

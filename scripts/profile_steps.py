@@ -153,6 +153,33 @@ def pdl_ab(eng, ids, reps: int = 25, rounds: int = 3) -> dict|None:
     for k, v in out.items(): print('pdl', k, v, flush=True)
     return dict(ms=out, same_tokens=len(toks) == 2 and toks[False] == toks[True], module_default=own)
 
+def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512), reps: int = 25, rounds: int = 2) -> dict|None:
+    """Decode-1 and verify-16 step time (ms, CUDA-graph replay after the prompt, median over `rounds` x `reps`, the
+    settings alternating) with each number of cache positions per program of the split-K decode attention
+    (`ATTN_CHUNK`: fewer positions, more programs over the same keys); the engine is set up again for each (its
+    attention scratch is sized by it) and finally for the module's own. Every setting must give the same 16 tokens."""
+    import effqwen.engine as E
+    from effqwen.engine import _gpu_ms
+    if DEV != 'cuda' or not eng.use_graphs or not any(L.kind != 'linear_attention' for L in eng.layers): return None
+    own, toks, errors = E.ATTN_CHUNK, {}, {}
+    ts = {c: dict(decode=[], verify=[]) for c in chunks}
+    for r in range(rounds):
+        for c in chunks:
+            if c in errors: continue
+            try:
+                E.ATTN_CHUNK = c; eng.setup(eng.max_seq_len)
+                eng.prefill(ids); toks[c] = eng.decode_n_tokens(16).tolist()
+                eng.prefill(ids); ts[c]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
+                eng.prefill(ids); ts[c]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
+            except Exception as e:
+                errors[c] = f'{type(e).__name__}: {e}'[:300]
+    E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
+    out = {str(c): (dict(error=errors[c]) if c in errors else {f'{k}_ms': sorted(v)[len(v) // 2] for k, v in d.items()})
+           for c, d in ts.items()}
+    for k, v in out.items(): print('attn chunk', k, v, flush=True)
+    return dict(ms=out, context=int(ids.shape[1]), same_tokens=len({tuple(t) for t in toks.values()}) == 1 and len(toks) == len(chunks),
+                module_default=own)
+
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
     from effqwen.core import render_table, write_table, provenance_line
@@ -184,6 +211,10 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              "of the W4A16 kernels and the small kernels before them off and on: "
              + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v.get('error', '')[:80]})") for k, v in doc['pdl_ab']['ms'].items())
              + f"; same greedy tokens: {doc['pdl_ab']['same_tokens']}." if doc.get('pdl_ab') else '')
+          + (f"\n\nDecode-1 / verify-16 step (ms, as above, {doc['attn_chunk_ab']['context']}-token context) by cache positions per program of the "
+             "split-K decode attention (`ATTN_CHUNK`): "
+             + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v.get('error', '')[:80]})") for k, v in doc['attn_chunk_ab']['ms'].items())
+             + f"; same greedy tokens: {doc['attn_chunk_ab']['same_tokens']}." if doc.get('attn_chunk_ab') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
@@ -211,6 +242,7 @@ def main():
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
     res['prefill_ab'] = prefill_ab(eng, ids)
     res['pdl_ab'] = pdl_ab(eng, ids)
+    res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
     res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
     if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
