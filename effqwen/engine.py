@@ -16,13 +16,14 @@ log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'PREFILL_SDPA_GQA',
-           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'PDL_STEPS',
-           'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix',
-           'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated',
-           'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT',
+           'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
+           'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
+           'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1036,6 +1037,8 @@ def _attn_gate(proj, dims):
     H, Hkv, D, R, gate, *_ = dims
     return proj[:, :2 * H * D].reshape(-1, H, 2 * D)[..., D:].reshape(-1, H * D) if gate else None
 
+DECODE_SWIGLU_MATVEC = os.environ.get('EFFQWEN_DECODE_SWIGLU_MATVEC', '0') == '1'   # decode: SwiGLU in the W4A16 down projection's loads
+
 def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     "Run T tokens through the model in `mode` ('prefill', 'decode', 'verify'); returns the last row's hidden state."
     c = self.cfg
@@ -1052,6 +1055,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     if fz and mode == 'verify' and VERIFY_ATTN == 'matmul':                       # causal mask over the static cache, once per step
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
+    W4A16Linear, _ = _quant_kinds()
+    swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: F.linear(v, ws[id(m)], m.bias)
     elif PREFILL_DIRECT and mode == 'prefill' and T > 64 and self.device.type == 'cuda': lin = _prefill_linear
@@ -1083,7 +1088,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
         x, h = norm(x, lin(L.out, y), L.post_w)
-        pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
+        if swiglu_mv and type(L.mlp_out) is W4A16Linear: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
+        else: pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
     x, h = norm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
     if self.tap_layers:

@@ -7,8 +7,9 @@ __all__ = ['log', 'PDL', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4',
            'unpack_sign_words', 'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref',
            'w4a16_to_kernel_layout', 'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout',
            'pdl_on', 'KernelConfig', 'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton',
-           'w4a16_matmul', 'bcq_matmul', 'w4a16_mm', 'bcq_mm', 'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune',
-           'tuned_rows', 'load_tuned', 'benchmark_tuned_rows', 'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
+           'w4a16_matmul', 'swiglu_ref', 'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm',
+           'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows',
+           'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
 import json, logging, math, os, time
@@ -630,8 +631,22 @@ def _w4_pair(v,       # words shifted so that two nibbles sit at bits 15..18 and
     return tl.fma(((v & MHI) | ONE).to(tl.float32, bitcast=True), xo, acc)
 
 @_jit
-def _x_scaled(ptr, mask, E: tl.constexpr, XBF16: tl.constexpr):
-    "Activation at `ptr` times 2**E as float32. bf16: its bits shifted up, plus E in the exponent field (one IMAD)."
+def _swiglu_at(ptr, mask, UOFF, MASKED: tl.constexpr):
+    """silu(gate)·up as float32 with gate at `ptr` and up at `ptr + UOFF`, rounded to their dtype after the SiLU and
+    after the product, exactly as `fused_swiglu` (and torch's `F.silu(g) * u`) round it."""
+    dt = ptr.dtype.element_ty
+    if MASKED:
+        g = tl.load(ptr, mask=mask, other=0.0).to(tl.float32); u = tl.load(ptr + UOFF, mask=mask, other=0.0).to(tl.float32)
+    else:
+        g = tl.load(ptr).to(tl.float32); u = tl.load(ptr + UOFF).to(tl.float32)
+    s = (g / (1.0 + tl.exp(-g))).to(dt).to(tl.float32)
+    return (s * u).to(dt).to(tl.float32)
+
+@_jit
+def _x_scaled(ptr, mask, E: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
+    """Activation at `ptr` times 2**E as float32. bf16: its bits shifted up, plus E in the exponent field (one IMAD).
+    SWIGLU: the activation is silu(gate)·up of a fused [gate | up] row, gate at `ptr`, up `UOFF` further."""
+    if SWIGLU: return _swiglu_at(ptr, mask, UOFF, True) * (2.0 ** E)
     if XBF16: return ((tl.load(ptr, mask=mask, other=0.0).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
     else: return tl.load(ptr, mask=mask, other=0.0).to(tl.float32) * (2.0 ** E)
 
@@ -650,22 +665,23 @@ def _w4_mv_wload(w_rows,   # (BLOCK_N, 1, 1) pointers to the rows' first packed 
     return w, s
 
 @_jit
-def _w4_mv_xload(x_ptr, t, t1, rw, BLOCK_K: tl.constexpr, XBF16: tl.constexpr):
+def _w4_mv_xload(x_ptr, t, t1, rw, BLOCK_K: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
     "Tile `t`'s pre-scaled activations (zeros when t >= t1) in the slot order of `_w4_mv_tile`."
     ok = (rw * 0 + t) < t1
     xb = x_ptr + t * BLOCK_K + rw * 8   # slots 2p (at bits 15..18 after the shift) and 2p+1 (19..22) are columns e_p, o_p
-    xe0 = _x_scaled(xb + 0, ok, 8, XBF16); xo0 = _x_scaled(xb + 2, ok, 4, XBF16)   # 256 x, 16 x
-    xe1 = _x_scaled(xb + 4, ok, 8, XBF16); xo1 = _x_scaled(xb + 6, ok, 4, XBF16)
-    xe2 = _x_scaled(xb + 1, ok, 8, XBF16); xo2 = _x_scaled(xb + 3, ok, 4, XBF16)
-    xe3 = _x_scaled(xb + 5, ok, 8, XBF16); xo3 = _x_scaled(xb + 7, ok, 4, XBF16)
+    xe0 = _x_scaled(xb + 0, ok, 8, XBF16, UOFF, SWIGLU); xo0 = _x_scaled(xb + 2, ok, 4, XBF16, UOFF, SWIGLU)   # 256 x, 16 x
+    xe1 = _x_scaled(xb + 4, ok, 8, XBF16, UOFF, SWIGLU); xo1 = _x_scaled(xb + 6, ok, 4, XBF16, UOFF, SWIGLU)
+    xe2 = _x_scaled(xb + 1, ok, 8, XBF16, UOFF, SWIGLU); xo2 = _x_scaled(xb + 3, ok, 4, XBF16, UOFF, SWIGLU)
+    xe3 = _x_scaled(xb + 5, ok, 8, XBF16, UOFF, SWIGLU); xo3 = _x_scaled(xb + 7, ok, 4, XBF16, UOFF, SWIGLU)
     return xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
 
 @_jit
 def _w4_mv_load(w_rows, s_rows, x_ptr, t, t1, nmask, rw,
-                GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr, XBF16: tl.constexpr):
+                GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr, XBF16: tl.constexpr,
+                UOFF, SWIGLU: tl.constexpr):
     "Everything tile `t` needs (nothing when t >= t1): its words, scales and pre-scaled activations, all loads issued at once."
     w, s = _w4_mv_wload(w_rows, s_rows, t, t1, nmask, rw, GROUP, BLOCK_K, G, WPG)
-    xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_xload(x_ptr, t, t1, rw, BLOCK_K, XBF16)
+    xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_xload(x_ptr, t, t1, rw, BLOCK_K, XBF16, UOFF, SWIGLU)
     return w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
 
 @_jit
@@ -680,7 +696,7 @@ def _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE
 
 @_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
 def _w4a16_mv_kernel(
-    x_ptr,        # (K,) activations, contiguous
+    x_ptr,        # (K,) activations, contiguous (SWIGLU: a fused (2K,) [gate | up] row)
     w_ptr,        # (N, K//8) int32 packed weight, *kernel layout*: slot s of a word holds column 2*(s % 4) + s // 4
     s_ptr,        # (N, K//GROUP) weight_scale
     y_ptr,        # (N,) output, x's dtype
@@ -690,6 +706,7 @@ def _w4a16_mv_kernel(
     KW,           # K // 8 words per weight row
     SPLIT_K,      # programs per row block along K (grid axis 1)
     MLO, MHI, ONE,          # `_MV_MASKS` (arguments, not literals: see above)
+    UOFF,                   # SWIGLU: offset of `up` in the fused row (K); else unused
     GROUP: tl.constexpr,    # input columns per scale
     BLOCK_N: tl.constexpr,  # output rows per program
     BLOCK_K: tl.constexpr,  # input columns per tile (a power of two: divides GROUP or is a multiple of it)
@@ -699,6 +716,7 @@ def _w4a16_mv_kernel(
     DEPTH: tl.constexpr,    # 0: a tile's loads are issued at the top of its iteration; 1: also the next tile's
     STAGES: tl.constexpr,   # with DEPTH 0: Triton's software pipelining of the loop's loads (1: none)
     PDL: tl.constexpr = False,  # launched with programmatic dependent launch (`pdl_on`): see `_pdl_wait`
+    SWIGLU: tl.constexpr = False,   # x is a fused [gate | up] row: multiply by silu(gate)·up (see `_swiglu_at`)
 ):
     pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K   # the K slices of one row block run side by side
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
@@ -711,18 +729,18 @@ def _w4a16_mv_kernel(
     if PDL:   # the first tile's words and scales are in flight before the wait for the activations
         w, s = _w4_mv_wload(w_rows, s_rows, t0, t1, nmask, rw, GROUP, BLOCK_K, G, WPG)
         _pdl_wait(PDL)
-        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_xload(x_ptr, t0, t1, rw, BLOCK_K, XBF16)
+        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_xload(x_ptr, t0, t1, rw, BLOCK_K, XBF16, UOFF, SWIGLU)
         acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
         ts = t0 + 1
     if DEPTH == 0:
         for t in tl.range(ts, t1, num_stages=STAGES):
-            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, UOFF, SWIGLU)
             acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
     else:
-        w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, ts, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+        w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, ts, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, UOFF, SWIGLU)
         for t in range(ts, t1):
             cw, cs, c0, c1, c2, c3, c4, c5, c6, c7 = w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
-            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t + 1, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16)
+            w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv_load(w_rows, s_rows, x_ptr, t + 1, t1, nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, UOFF, SWIGLU)
             acc = _w4_mv_tile(acc, cw, cs, c0, c1, c2, c3, c4, c5, c6, c7, MLO, MHI, ONE)
     _pdl_launch(PDL)
     _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
@@ -803,8 +821,9 @@ def _bcq_mv_kernel(
 
 # %% ../nbs/15_kernels.ipynb #07020ad8
 @_jit
-def _x_full(ptr, E: tl.constexpr, XBF16: tl.constexpr):
+def _x_full(ptr, E: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
     "`_x_scaled` without a mask: the tile never runs past K."
+    if SWIGLU: return _swiglu_at(ptr, None, UOFF, False) * (2.0 ** E)
     if XBF16: return ((tl.load(ptr).to(tl.int16, bitcast=True).to(tl.int32) << 16) + (E << 23)).to(tl.float32, bitcast=True)
     else: return tl.load(ptr).to(tl.float32) * (2.0 ** E)
 
@@ -814,10 +833,10 @@ def _w4_mv2_load(w_rows,   # (BLOCK_N, 1, 1) pointers to the rows' first packed 
                  x_ptr, t, nmask,
                  rw,       # (G, WPG) word offsets inside a tile
                  GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
-                 XBF16: tl.constexpr, EVEN_N: tl.constexpr):
+                 XBF16: tl.constexpr, EVEN_N: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
     "Tile t's words, scales and pre-scaled activations; unmasked when the row block is full."
     w, s = _w4_mv2_wload(w_rows, s_rows, t, nmask, rw, GROUP, BLOCK_K, G, WPG, EVEN_N)
-    xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, t, rw, BLOCK_K, XBF16)
+    xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, t, rw, BLOCK_K, XBF16, UOFF, SWIGLU)
     return w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3
 
 @_jit
@@ -834,11 +853,12 @@ def _w4_mv2_wload(w_rows, s_rows, t, nmask, rw, GROUP: tl.constexpr, BLOCK_K: tl
     return w, s
 
 @_jit
-def _w4_mv2_xload(x_ptr, t, rw, BLOCK_K: tl.constexpr, XBF16: tl.constexpr):
+def _w4_mv2_xload(x_ptr, t, rw, BLOCK_K: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
     "Tile t's pre-scaled activations."
     xb = x_ptr + t * BLOCK_K + rw * 8   # slots 2p / 2p+1 after the shifts of `_w4_mv_tile` are columns (0,2) (4,6) (1,3) (5,7)
-    return (_x_full(xb + 0, 8, XBF16), _x_full(xb + 2, 4, XBF16), _x_full(xb + 4, 8, XBF16), _x_full(xb + 6, 4, XBF16),
-            _x_full(xb + 1, 8, XBF16), _x_full(xb + 3, 4, XBF16), _x_full(xb + 5, 8, XBF16), _x_full(xb + 7, 4, XBF16))
+    return (_x_full(xb + 0, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 2, 4, XBF16, UOFF, SWIGLU), _x_full(xb + 4, 8, XBF16, UOFF, SWIGLU),
+            _x_full(xb + 6, 4, XBF16, UOFF, SWIGLU), _x_full(xb + 1, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 3, 4, XBF16, UOFF, SWIGLU),
+            _x_full(xb + 5, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 7, 4, XBF16, UOFF, SWIGLU))
 
 @_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
 def _w4a16_mv2_kernel(
@@ -852,6 +872,7 @@ def _w4a16_mv2_kernel(
     KW,           # K // 8 words per weight row
     SPLIT_K,      # programs per row block along K (consecutive programs of the 1-D grid)
     MLO, MHI, ONE,          # `_MV_MASKS`
+    UOFF,                   # SWIGLU: offset of `up` in the fused row (K); else unused
     GROUP: tl.constexpr,    # input columns per scale
     BLOCK_N: tl.constexpr,  # output rows per program
     BLOCK_K: tl.constexpr,  # input columns per tile (a power of two: divides GROUP or is a multiple of it)
@@ -862,6 +883,7 @@ def _w4a16_mv2_kernel(
     TILES: tl.constexpr,    # 1 or 2: exactly this many K tiles per program, unrolled (K tiles = TILES * SPLIT_K);
                             # 0: a runtime loop over the slice of `_k_range` with the next tile prefetched
     PDL: tl.constexpr = False,  # launched with programmatic dependent launch (`pdl_on`): see `_pdl_wait`
+    SWIGLU: tl.constexpr = False,   # x is a fused [gate | up] row: multiply by silu(gate)·up (see `_swiglu_at`)
 ):
     pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
@@ -874,19 +896,19 @@ def _w4a16_mv2_kernel(
         wa, sa = _w4_mv2_wload(w_rows, s_rows, pid_k * TILES, nmask, rw, GROUP, BLOCK_K, G, WPG, EVEN_N)
         if TILES == 2: wb, sb = _w4_mv2_wload(w_rows, s_rows, pid_k * TILES + 1, nmask, rw, GROUP, BLOCK_K, G, WPG, EVEN_N)
         _pdl_wait(PDL)
-        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, pid_k * TILES, rw, BLOCK_K, XBF16)
+        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, pid_k * TILES, rw, BLOCK_K, XBF16, UOFF, SWIGLU)
         acc = _w4_mv_tile(acc, wa, sa, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
         if TILES == 2:
-            xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, pid_k * TILES + 1, rw, BLOCK_K, XBF16)
+            xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, pid_k * TILES + 1, rw, BLOCK_K, XBF16, UOFF, SWIGLU)
             acc = _w4_mv_tile(acc, wb, sb, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
     else:
         t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
         last = tl.maximum(t1 - 1, 0)   # an empty slice (more splits than tiles) loads a valid tile and adds nothing
         w, s = _w4_mv2_wload(w_rows, s_rows, tl.minimum(t0, last), nmask, rw, GROUP, BLOCK_K, G, WPG, EVEN_N)
         _pdl_wait(PDL)
-        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, tl.minimum(t0, last), rw, BLOCK_K, XBF16)
+        xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = _w4_mv2_xload(x_ptr, tl.minimum(t0, last), rw, BLOCK_K, XBF16, UOFF, SWIGLU)
         for t in range(t0, t1):
-            wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3 = _w4_mv2_load(w_rows, s_rows, x_ptr, tl.minimum(t + 1, last), nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, EVEN_N)
+            wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3 = _w4_mv2_load(w_rows, s_rows, x_ptr, tl.minimum(t + 1, last), nmask, rw, GROUP, BLOCK_K, G, WPG, XBF16, EVEN_N, UOFF, SWIGLU)
             acc = _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE)
             w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3 = wn, sn, ye0, yo0, ye1, yo1, ye2, yo2, ye3, yo3
     _pdl_launch(PDL)
@@ -1003,8 +1025,9 @@ def _store_dtype(dtype):
     "Triton's interpreter truncates float32 -> bf16/fp16 stores (the GPU rounds to nearest): there, store float32 and round in torch."
     return torch.float32 if _INTERPRET else dtype
 
-def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
-    "Run the gemv/gemm/mv/mv2/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype."
+def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig, swiglu:bool=False):
+    """Run the gemv/gemm/mv/mv2/tc kernel of `fmt` with `cfg`; returns the (M, N) product in x's dtype. `swiglu`
+    (W4A16 mv / mv2): x is a fused (1, 2K) [gate | up] row and the product is with silu(gate)·up."""
     y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
     if M == 0 or N == 0: return y.to(x.dtype)
     gemm = cfg.kernel in ('gemm', 'tc')
@@ -1023,15 +1046,17 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig):
         # num_stages: 1 plain loop, 2 register prefetch of the next tile (W4A16), >= 3 Triton's pipelining of the loop
         st = cfg.num_stages if cfg.num_stages >= 3 and not _INTERPRET else 1
         meta.update(num_stages=st, STAGES=st, G=max(bk // group, 1), WPG=min(bk, group) // (8 if fmt == 'w4a16' else 32))
-        if fmt == 'w4a16': _w4a16_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
-                                                         XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=int(cfg.num_stages == 2), **meta, **pdl)
+        if fmt == 'w4a16': _w4a16_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS, K if swiglu else 0,
+                                                         XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, DEPTH=int(cfg.num_stages == 2),
+                                                         SWIGLU=swiglu, **meta, **pdl)
         else: _bcq_mv_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 32, cfg.split_k, Q=Q, **meta)
     elif cfg.kernel == 'mv2':   # unrolled when each program gets 1-2 whole tiles and num_stages == 1, else the prefetching loop
         k_tiles = K // bk
         tiles = k_tiles // cfg.split_k if cfg.num_stages == 1 and k_tiles % cfg.split_k == 0 and k_tiles // cfg.split_k <= 2 else 0
         meta.update(num_stages=1, G=max(bk // group, 1), WPG=min(bk, group) // 8)
-        _w4a16_mv2_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS,
-                                                XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, EVEN_N=N % cfg.block_n == 0, TILES=tiles, **meta, **pdl)
+        _w4a16_mv2_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS, K if swiglu else 0,
+                                                XBF16=x.dtype == torch.bfloat16 and not _INTERPRET, EVEN_N=N % cfg.block_n == 0, TILES=tiles,
+                                                SWIGLU=swiglu, **meta, **pdl)
     elif cfg.kernel == 'tc':
         meta.update(ASM=not _INTERPRET, F16=x.dtype == torch.float16)
         if fmt == 'w4a16': _w4a16_tc_kernel[grid](x, w, s, y, ws, locks, M, N, K, K // 8, cfg.split_k, **meta, **pdl)
@@ -1085,6 +1110,29 @@ def w4a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguou
         return x @ w4a16_dequantize_triton(weight_packed, weight_scale, x.dtype, cfg.block_n, cfg.block_k, kernel_layout, cfg.num_warps).T
     return _launch_matvec('w4a16', x, weight_packed, weight_scale, M, N, K, group, 1, cfg)
 
+def swiglu_ref(gu:torch.Tensor)->torch.Tensor:
+    "silu(gate) · up of a fused (M, 2K) [gate | up] row block, rounded as `fused_swiglu` rounds it."
+    g, u = gu.chunk(2, -1)
+    return F.silu(g) * u
+
+def w4a16_swiglu_matmul(gu:torch.Tensor, # (M, 2K) fused [gate | up] activations, contiguous
+                        weight_packed:torch.Tensor, # (N, K//8) int32, kernel layout
+                        weight_scale:torch.Tensor, # (N, K//group) scales
+                        config:KernelConfig|None=None, # force a kernel/config (default: tuned or heuristic)
+                       )->torch.Tensor: # (M, N) in gu's dtype
+    """`swiglu_ref(gu) @ Wᵀ` for a W4A16 weight in the kernel layout (an MLP's down projection). At M = 1 on the
+    mat-vec kernels the SwiGLU happens inside the activation loads (`_swiglu_at`: no SwiGLU kernel, no (1, K) tensor
+    in between; the same roundings, so the same bits); elsewhere the two run in turn."""
+    if not isinstance(gu, torch.Tensor) or gu.dim() != 2 or gu.shape[1] % 2:
+        raise ValueError(f'gu must be a 2-D (M, 2K) [gate | up] tensor, got shape {tuple(getattr(gu, "shape", ()))}')
+    M, K = gu.shape[0], gu.shape[1] // 2
+    if M != 1 or not _use_triton(gu): return w4a16_matmul(swiglu_ref(gu), weight_packed, weight_scale, config=config, kernel_layout=True)
+    _, N, _, group = check_w4a16(gu[:, :K], weight_packed, weight_scale)   # (a (1, K) row slice is contiguous)
+    if not gu.is_contiguous(): raise ValueError('gu is not contiguous: pass gu.contiguous()')
+    cfg = _config_for('w4a16', M, N, K, group, gu.dtype, gu.device, config, True)
+    if cfg.kernel not in ('mv', 'mv2'): return w4a16_matmul(swiglu_ref(gu), weight_packed, weight_scale, config=config, kernel_layout=True)
+    return _launch_matvec('w4a16', gu, weight_packed, weight_scale, M, N, K, group, 1, cfg, swiglu=True)
+
 def bcq_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
                weight_signs:torch.Tensor, # (Q, N, K//32) int32 packed signs (`pack_sign_words`), or the kernel layout
                weight_alpha:torch.Tensor, # (Q, N, K//group) scales α
@@ -1110,6 +1158,16 @@ def w4a16_mm(x:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tens
 def _(x, weight_packed, weight_scale, kernel_layout=False):
     check_w4a16(x, weight_packed, weight_scale)
     return x.new_empty(x.shape[0], weight_packed.shape[0])
+
+@torch.library.custom_op('effqwen::w4a16_swiglu_mm', mutates_args=())
+def w4a16_swiglu_mm(gu:torch.Tensor, weight_packed:torch.Tensor, weight_scale:torch.Tensor)->torch.Tensor:
+    "Custom op: (M, 2K) fused [gate | up], (N, K//8) int32 kernel layout, (N, K//group) scales -> silu(gate)·up @ Wᵀ (M, N)."
+    return w4a16_swiglu_matmul(gu, weight_packed, weight_scale)
+
+@w4a16_swiglu_mm.register_fake
+def _(gu, weight_packed, weight_scale):
+    if gu.dim() != 2 or gu.shape[1] != 2 * weight_packed.shape[1] * 8: raise ValueError(f'gu {tuple(gu.shape)} does not match weight_packed {tuple(weight_packed.shape)}')
+    return gu.new_empty(gu.shape[0], weight_packed.shape[0])
 
 @torch.library.custom_op('effqwen::bcq_mm', mutates_args=())
 def bcq_mm(x:torch.Tensor, weight_signs:torch.Tensor, weight_alpha:torch.Tensor, kernel_layout:bool=False)->torch.Tensor:
@@ -1137,6 +1195,11 @@ class W4A16Linear(nn.Module):
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
 
     def forward(self, x): return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
+    def forward_swiglu(self, gu):
+        "`self(swiglu_ref(gu))` for a fused [gate | up] input (..., 2·in_features): at one row the SwiGLU is in the mat-vec's loads."
+        y = torch.ops.effqwen.w4a16_swiglu_mm(gu.reshape(-1, gu.shape[-1]).contiguous(), self.weight_packed, self.weight_scale)
+        y = y.reshape(*gu.shape[:-1], -1)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

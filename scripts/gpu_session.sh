@@ -94,8 +94,12 @@ try: ab = json.load(open(sys.argv[1])).get('attn_chunk_ab') or {}
 except Exception: ab = {}
 ms = {int(k): v['decode_ms'] for k, v in ab.get('ms', {}).items() if 'decode_ms' in v}
 if ab.get('same_tokens') and ms: print(f"export EFFQWEN_ATTN_CHUNK={min(ms, key=ms.get)}")
+try: sw = json.load(open(sys.argv[1])).get('swiglu_ab') or {}      # SwiGLU inside the down projection: on if its decode was faster
+except Exception: sw = {}
+on, off = sw.get('ms', {}).get('swiglu_mv=1', {}), sw.get('ms', {}).get('swiglu_mv=0', {})
+if sw.get('same_tokens') and 'decode_ms' in on and 'decode_ms' in off: print(f"export EFFQWEN_DECODE_SWIGLU_MATVEC={int(on['decode_ms'] < off['decode_ms'])}")
 PY
-)"; mark "attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}"
+)"; mark "attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}; swiglu in the down projection: ${EFFQWEN_DECODE_SWIGLU_MATVEC:-default}"
       if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"

@@ -26,6 +26,7 @@ r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA d
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT, PREFILL_QK_NORM=E.PREFILL_QK_NORM)
 r['gdn_verify'] = E.GDN_VERIFY
 r['attn_chunk'] = E.ATTN_CHUNK
+r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MATVEC, read when effqwen.engine is imported)
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'

@@ -126,59 +126,64 @@ def pdl_probe() -> str|None:
         Kn.PDL = False; print('PDL probe failed, PDL off:', e, flush=True)
         return f'{type(e).__name__}: {e}'[:300]
 
-def pdl_ab(eng, ids, reps: int = 25, rounds: int = 3) -> dict|None:
+def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: bool = False) -> dict:
     """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median over `rounds` x `reps`
-    replays after the prompt, the two settings alternating round by round) with programmatic dependent launch off and
-    on (`effqwen.kernels.PDL`: the W4A16 kernels load their weights while the kernel before them runs); the graphs are
-    re-recorded for each setting and finally for the module's own. Both settings must give the same 16 greedy tokens."""
-    import effqwen.kernels as Kn
+    replays after the prompt, the settings alternating round by round) under each of `settings` ({name: function that
+    applies it}); the graphs are recorded again for each setting (`setup`: the engine's whole state is set up again).
+    Every setting must give the same 16 greedy tokens. The caller restores its own setting afterwards."""
     from effqwen.engine import _gpu_ms
-    if DEV != 'cuda' or not eng.use_graphs or not Kn.pdl_on(eng.device): return None
-    own, toks = Kn.PDL, {}
-    ts = {f'pdl={int(on)}': dict(decode=[], verify=[]) for on in (False, True)}
-    errors = {}
+    toks, errors = {}, {}
+    ts = {k: dict(decode=[], verify=[]) for k in settings}
     for r in range(rounds):
-        for on in (False, True):
-            Kn.PDL = on; key = f'pdl={int(on)}'
+        for key, apply in settings.items():
             if key in errors: continue
             try:
-                eng._capture(); eng.prefill(ids); toks[on] = eng.decode_n_tokens(16).tolist()
+                apply()
+                if setup: eng.setup(eng.max_seq_len)
+                else: eng._capture()
+                eng.prefill(ids); toks[key] = eng.decode_n_tokens(16).tolist()
                 eng.prefill(ids); ts[key]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
                 eng.prefill(ids); ts[key]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
             except Exception as e:
                 errors[key] = f'{type(e).__name__}: {e}'[:300]
-    Kn.PDL = own; eng._capture()
     out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items()} | {f'{s}_rounds_ms': v for s, v in d.items()})
            for k, d in ts.items()}
-    for k, v in out.items(): print('pdl', k, v, flush=True)
-    return dict(ms=out, same_tokens=len(toks) == 2 and toks[False] == toks[True], module_default=own)
+    for k, v in out.items(): print(k, {a: b for a, b in v.items() if not a.endswith('rounds_ms')}, flush=True)
+    return dict(ms=out, same_tokens=len(toks) == len(settings) and len({tuple(t) for t in toks.values()}) == 1)
 
-def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512), reps: int = 25, rounds: int = 2) -> dict|None:
-    """Decode-1 and verify-16 step time (ms, CUDA-graph replay after the prompt, median over `rounds` x `reps`, the
-    settings alternating) with each number of cache positions per program of the split-K decode attention
-    (`ATTN_CHUNK`: fewer positions, more programs over the same keys); the engine is set up again for each (its
-    attention scratch is sized by it) and finally for the module's own. Every setting must give the same 16 tokens."""
+def pdl_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with programmatic dependent launch off and on (`effqwen.kernels.PDL`: the W4A16 kernels load
+    their weights while the kernel before them runs), every step recorded with it (`PDL_STEPS` = decode and verify)."""
+    import effqwen.kernels as Kn, effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs or not Kn.pdl_on(eng.device): return None
+    own = (Kn.PDL, E.PDL_STEPS)
+    def use(on): Kn.PDL, E.PDL_STEPS = on, ('decode', 'verify')
+    try: r = steps_ab(eng, ids, {f'pdl={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: Kn.PDL, E.PDL_STEPS = own; eng._capture()
+    return dict(r, module_default=own[0])
+
+def swiglu_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the SwiGLU as its own kernel and inside the W4A16 down projection's mat-vec
+    (`DECODE_SWIGLU_MATVEC`: the down projection loads gate and up and applies silu(gate)·up itself)."""
     import effqwen.engine as E
-    from effqwen.engine import _gpu_ms
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own = E.DECODE_SWIGLU_MATVEC
+    def use(on): E.DECODE_SWIGLU_MATVEC = on
+    try: r = steps_ab(eng, ids, {f'swiglu_mv={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: E.DECODE_SWIGLU_MATVEC = own; eng._capture()
+    return dict(r, module_default=own)
+
+def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
+    """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
+    positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
+    by it), two rounds."""
+    import effqwen.engine as E
     if DEV != 'cuda' or not eng.use_graphs or not any(L.kind != 'linear_attention' for L in eng.layers): return None
-    own, toks, errors = E.ATTN_CHUNK, {}, {}
-    ts = {c: dict(decode=[], verify=[]) for c in chunks}
-    for r in range(rounds):
-        for c in chunks:
-            if c in errors: continue
-            try:
-                E.ATTN_CHUNK = c; eng.setup(eng.max_seq_len)
-                eng.prefill(ids); toks[c] = eng.decode_n_tokens(16).tolist()
-                eng.prefill(ids); ts[c]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
-                eng.prefill(ids); ts[c]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
-            except Exception as e:
-                errors[c] = f'{type(e).__name__}: {e}'[:300]
-    E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
-    out = {str(c): (dict(error=errors[c]) if c in errors else {f'{k}_ms': sorted(v)[len(v) // 2] for k, v in d.items()})
-           for c, d in ts.items()}
-    for k, v in out.items(): print('attn chunk', k, v, flush=True)
-    return dict(ms=out, context=int(ids.shape[1]), same_tokens=len({tuple(t) for t in toks.values()}) == 1 and len(toks) == len(chunks),
-                module_default=own)
+    own = E.ATTN_CHUNK
+    def use(c): E.ATTN_CHUNK = c
+    try: r = steps_ab(eng, ids, {str(c): (lambda c=c: use(c)) for c in chunks}, rounds=2, setup=True)
+    finally: E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
+    return dict(r, context=int(ids.shape[1]), module_default=own)
 
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
@@ -215,6 +220,10 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              "split-K decode attention (`ATTN_CHUNK`): "
              + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v.get('error', '')[:80]})") for k, v in doc['attn_chunk_ab']['ms'].items())
              + f"; same greedy tokens: {doc['attn_chunk_ab']['same_tokens']}." if doc.get('attn_chunk_ab') else '')
+          + ("\n\nDecode-1 / verify-16 step (ms, as above) with the SwiGLU as its own kernel (0) and inside the W4A16 down "
+             "projection's mat-vec (1, `DECODE_SWIGLU_MATVEC`): "
+             + ', '.join(f"{k} " + (f"{v['decode_ms']:.3f} / {v['verify_ms']:.3f}" if 'decode_ms' in v else f"failed ({v.get('error', '')[:80]})") for k, v in doc['swiglu_ab']['ms'].items())
+             + f"; same greedy tokens: {doc['swiglu_ab']['same_tokens']}." if doc.get('swiglu_ab') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
@@ -243,6 +252,7 @@ def main():
     res['prefill_ab'] = prefill_ab(eng, ids)
     res['pdl_ab'] = pdl_ab(eng, ids)
     res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
+    res['swiglu_ab'] = swiglu_ab(eng, ids)
     res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
     if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))

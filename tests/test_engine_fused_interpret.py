@@ -44,3 +44,34 @@ def test_fused_engine_matches_torch_under_interpreter():
     r = subprocess.run([sys.executable, '-c', SCRIPT], env=env, capture_output=True, text=True, timeout=900,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
+SCRIPT_SWIGLU = textwrap.dedent('''
+    import torch
+    import effqwen.engine as E
+    from effqwen.engine import Engine
+    from effqwen.core import rel_error
+    from effqwen.kernels import W4A16Linear
+    from effqwen.model import tiny_qwen35
+    torch.manual_seed(0)
+    m = tiny_qwen35(0, initializer_range=0.2)
+    conv = lambda l: W4A16Linear.from_float(l, group_size=32)
+    pr = torch.randint(0, 255, (1, 11))
+    outs = {}
+    for on in (False, True):
+        E.DECODE_SWIGLU_MATVEC = on
+        e = Engine(m, max_seq_len=64, fused=True, convert=conv)
+        assert any(type(L.mlp_out) is W4A16Linear for L in e.layers)
+        e.prefill(pr)
+        outs[on] = torch.stack([e.decode_one_token().clone() for _ in range(4)])
+    err = rel_error(outs[True], outs[False])
+    print('swiglu in the down projection vs SwiGLU kernel + mat-vec: rel error', err)
+    assert err < 1e-5, err
+    print('ok')
+''')
+
+def test_decode_swiglu_in_matvec_under_interpreter():
+    "The W4A16 engine's decode with SwiGLU inside the down projection's mat-vec (`DECODE_SWIGLU_MATVEC`) equals the two-kernel path."
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', SCRIPT_SWIGLU], env=env, capture_output=True, text=True, timeout=900,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]

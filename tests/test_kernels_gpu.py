@@ -158,3 +158,16 @@ def test_pdl_chain_equals_plain_launches(kernel, M, stages):
         xs.copy_(x0); g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, ref) and locks_zero()
+
+@pytest.mark.parametrize('kernel,stages', [('mv2', 1), ('mv2', 2), ('mv', 1), ('mv', 2)])
+def test_swiglu_in_matvec_equals_two_kernels(kernel, stages):
+    """The down projection with the SwiGLU inside its activation loads (`w4a16_swiglu_matmul`, M = 1) equals the
+    engine's SwiGLU kernel followed by the mat-vec, bit for bit (the same roundings, the same exp)."""
+    from effqwen.engine import fused_swiglu
+    torch.manual_seed(0)
+    for N, Kd in ((2560, 9216), (1000, 2560)):
+        w, s = w4(N, Kd, 128, torch.bfloat16); wk = K.w4a16_to_kernel_layout(w)
+        gu = torch.randn(1, 2 * Kd, device='cuda', dtype=torch.bfloat16) * 3
+        cfg = K.KernelConfig(kernel, 128, 128, split_k=4, num_stages=stages)
+        assert torch.equal(K.w4a16_swiglu_matmul(gu, wk, s, config=cfg), K.w4a16_matmul(fused_swiglu(gu), wk, s, config=cfg, kernel_layout=True))
+        assert locks_zero()
