@@ -894,6 +894,7 @@ class Engine:
         for l, kind in zip(inner.layers, cfg.layer_types):
             L = SimpleNamespace(kind=kind, in_w=nw(l.input_layernorm.weight), post_w=nw(l.post_attention_layernorm.weight),
                                 mlp_in=conv(fuse_linears([l.mlp.gate_proj, l.mlp.up_proj])), mlp_out=conv(l.mlp.down_proj))
+            L.swiglu_mv = hasattr(L.mlp_out, 'forward_swiglu')                 # a W4A16 down projection can take [gate | up] itself
             if kind == 'linear_attention':
                 m = l.linear_attn
                 L.proj, L.out = conv(fuse_linears([m.in_proj_qkv, m.in_proj_z, m.in_proj_b, m.in_proj_a])), conv(m.out_proj)
@@ -1055,7 +1056,6 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     if fz and mode == 'verify' and VERIFY_ATTN == 'matmul':                       # causal mask over the static cache, once per step
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
-    W4A16Linear, _ = _quant_kinds()
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: F.linear(v, ws[id(m)], m.bias)
@@ -1088,7 +1088,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
         x, h = norm(x, lin(L.out, y), L.post_w)
-        if swiglu_mv and type(L.mlp_out) is W4A16Linear: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
+        if swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
         else: pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
     x, h = norm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
