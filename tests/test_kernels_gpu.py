@@ -143,20 +143,21 @@ def test_pdl_chain_equals_plain_launches(kernel, M, stages):
     def chain(x):
         for w, s in ws: x = K.w4a16_matmul(x, w, s, config=cfg, kernel_layout=True)
         return x
-    K.PDL = False
-    try: ref = chain(x0.clone())
-    finally: K.PDL = True
-    got = chain(x0.clone()); torch.cuda.synchronize()
-    assert torch.equal(got, ref)
-    xs = x0.clone()
-    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s): chain(xs); chain(xs)
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g): out = chain(xs)
-    for _ in range(3):
-        xs.copy_(x0); g.replay()
-    torch.cuda.synchronize()
+    own = K.PDL
+    try:
+        K.PDL = False; ref = chain(x0.clone())
+        K.PDL = True; got = chain(x0.clone()); torch.cuda.synchronize()
+        assert torch.equal(got, ref)
+        xs = x0.clone()
+        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s): chain(xs); chain(xs)
+        torch.cuda.current_stream().wait_stream(s)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g): out = chain(xs)
+        for _ in range(3):
+            xs.copy_(x0); g.replay()
+        torch.cuda.synchronize()
+    finally: K.PDL = own
     assert torch.equal(out, ref) and locks_zero()
 
 @pytest.mark.parametrize('kernel,stages', [('mv2', 1), ('mv2', 2), ('mv', 1), ('mv', 2)])
