@@ -990,14 +990,17 @@ def _dequant_weight(m, M:int, dtype)->torch.Tensor:
 
 PREFILL_DIRECT = True   # prefill with W4A16 linears on a GPU: dequantize + cuBLAS called directly, not through the custom op
 
-def _prefill_linear(m, v:torch.Tensor)->torch.Tensor:
+def _prefill_linear(m, v:torch.Tensor, w:torch.Tensor|None=None # the dequantized weight, when made already (`_DequantAhead`)
+                   )->torch.Tensor:
     """A prefill's linear (M > 64 rows on a GPU): a W4A16 linear as `_dequant_weight` then cuBLAS, called directly —
     the arithmetic of its custom op at that M (`w4a16_matmul` dequantizes with the same config, then `x @ W.T`, then
     the bias), with less host time per call; the prefill's GPU waits on the host between short kernels (profile_steps'
     idle gaps). Any other module runs as it is."""
-    W4A16Linear, _ = _quant_kinds()
-    if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
-    y = v @ _dequant_weight(m, v.shape[0], v.dtype).T
+    if w is None:
+        W4A16Linear, _ = _quant_kinds()
+        if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
+        w = _dequant_weight(m, v.shape[0], v.dtype)
+    y = v @ w.T
     return y if m.bias is None else y + m.bias.to(y.dtype)
 
 class _DequantAhead:
@@ -1007,7 +1010,7 @@ class _DequantAhead:
     @classmethod
     def for_prefill(cls, eng, M:int):
         "The helper for a prefill of M rows when it applies (CUDA or not): `PREFILL_DEQUANT_AHEAD`, M > 64 and every layer linear W4A16."
-        from effqwen.kernels import W4A16Linear
+        W4A16Linear, _ = _quant_kinds()
         if not (PREFILL_DEQUANT_AHEAD and M > 64 and all(isinstance(m, W4A16Linear) for m in eng.linears(head=False))): return None
         return cls(eng.layers, M, eng.dtype, eng.device)
     def __init__(self, layers, M:int, dtype, device):
@@ -1058,7 +1061,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
-    if ahead is not None: lin = lambda m, v: F.linear(v, ws[id(m)], m.bias)
+    if ahead is not None: lin = lambda m, v: _prefill_linear(m, v, ws[id(m)])
     elif PREFILL_DIRECT and mode == 'prefill' and T > 64 and self.device.type == 'cuda': lin = _prefill_linear
     else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):

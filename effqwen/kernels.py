@@ -149,8 +149,9 @@ _PDL_OK: dict = {}   # device -> compute capability >= 9
 def pdl_on(device)->bool:
     """Launch the W4A16 kernels with programmatic dependent launch on `device`: `PDL` set (env `EFFQWEN_PDL=0` clears
     it), a CUDA device of compute capability >= 9 (Hopper), not Triton's interpreter."""
-    if not PDL or _INTERPRET or triton is None or torch.device(device).type != 'cuda': return False
-    d = torch.device(device)
+    if not PDL or _INTERPRET or triton is None: return False
+    d = device if isinstance(device, torch.device) else torch.device(device)
+    if d.type != 'cuda': return False
     if d not in _PDL_OK: _PDL_OK[d] = torch.cuda.get_device_capability(d)[0] >= 9
     return _PDL_OK[d]
 
@@ -1371,11 +1372,11 @@ def _bench(fn, reps:int=5, n:int=10, flush:str='memset')->float:
     clean lines — closer to a decode step, where the previous kernels mostly read other layers' weights."""
     global PDL
     own, PDL = PDL, False   # the kernel alone: programmatic dependent launch would overlap it with the flush before it
-    try: return _bench_plain(fn, reps, n, flush)
+    try: return _bench_graphs(fn, reps, n, flush)
     finally: PDL = own
 
-def _bench_plain(fn, reps:int=5, n:int=10, flush:str='memset')->float:
-    "`_bench` with the module's launch settings as they are."
+def _bench_graphs(fn, reps:int, n:int, flush:str)->float:
+    "`_bench`'s measurement (the graphs of flush + fn and of flush alone)."
     if 'buf' not in _FLUSH: _FLUSH['buf'] = torch.empty(256 * 2**20, dtype=torch.int8, device='cuda').zero_()
     buf = _FLUSH['buf']
     flush_fn = buf.zero_ if flush == 'memset' else (lambda: buf.view(torch.float32).sum())

@@ -67,39 +67,31 @@ case ${1:?start|poll|chain0|chain1} in
       export EFFQWEN_KERNEL_TUNE="$R/data/results/kernel_tune_h200.json"; fi
     if [ -z "${NO_LATENCY:-}" ]; then
       mark "gpu0 profile_steps"; python3 scripts/profile_steps.py --out "$R" > "$W/profile.log" 2>&1
-      # the prefill paths of the fastest A/B combination (same next token in every one) for the latency run
-      eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
-import json, sys
-ab = json.load(open(sys.argv[1]))['prefill_ab']
-if ab['same_next_token']:
-    k = min(ab['ms'], key=ab['ms'].get); v = {a: b for a, b in (x.split('=') for x in k.split(','))}
-    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)} EFFQWEN_PREFILL_DIRECT={v.get('direct', 0)} EFFQWEN_PREFILL_QK_NORM={v.get('qknorm', 0)}")
-PY
-)"; mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default} QK_NORM=${EFFQWEN_PREFILL_QK_NORM:-default}"
-      # programmatic dependent launch for the latency run: on only if the smoke passed and the A/B found it faster with the same tokens
+      # the latency run's settings from the profile's A/Bs (a setting is taken only where every variant gave the same tokens):
+      # the fastest prefill combination; PDL in the graphs it made faster (off if the smoke failed or no profile result);
+      # the decode attention's positions per program; SwiGLU inside the down projection if its decode was faster
       [ -n "${ENGINE_ONLY:-}" ] && { waitfor 420 smoke_over || mark "smoke not over: PDL off"; smoke_over || touch "$W/pdl.off"; }
       eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
 import json, sys
-try: ab = json.load(open(sys.argv[1])).get('pdl_ab') or {}   # no profile result (it failed): PDL off
-except Exception: ab = {}
-on, off = ab.get('ms', {}).get('pdl=1', {}), ab.get('ms', {}).get('pdl=0', {})
-steps = [s for s in ('decode', 'verify') if ab.get('same_tokens') and f'{s}_ms' in on and f'{s}_ms' in off and on[f'{s}_ms'] < off[f'{s}_ms']]
+try: doc = json.load(open(sys.argv[1]))
+except Exception: doc = {}
+ab = doc.get('prefill_ab') or {}
+if ab.get('same_next_token') and ab.get('ms'):
+    k = min(ab['ms'], key=ab['ms'].get); v = dict(x.split('=') for x in k.split(','))
+    print(f"export EFFQWEN_PREFILL_GVA={v['gva']} EFFQWEN_PREFILL_SDPA_GQA={v['sdpa_gqa']} EFFQWEN_PREFILL_DEQUANT_AHEAD={v.get('ahead', 0)} "
+          f"EFFQWEN_PREFILL_DIRECT={v.get('direct', 0)} EFFQWEN_PREFILL_QK_NORM={v.get('qknorm', 0)}")
+def faster(name, on, off, step='decode'):
+    ab = doc.get(name) or {}; a, b = ab.get('ms', {}).get(on, {}), ab.get('ms', {}).get(off, {})
+    return bool(ab.get('same_tokens')) and f'{step}_ms' in a and f'{step}_ms' in b and a[f'{step}_ms'] < b[f'{step}_ms']
+steps = [s for s in ('decode', 'verify') if faster('pdl_ab', 'pdl=1', 'pdl=0', s)]
 print(f"export EFFQWEN_PDL={int(bool(steps))} EFFQWEN_PDL_STEPS={','.join(steps) or 'none'}")
+ch = doc.get('attn_chunk_ab') or {}
+ms = {int(k): v['decode_ms'] for k, v in ch.get('ms', {}).items() if 'decode_ms' in v}
+if ch.get('same_tokens') and ms: print(f"export EFFQWEN_ATTN_CHUNK={min(ms, key=ms.get)}")
+if doc.get('swiglu_ab'): print(f"export EFFQWEN_DECODE_SWIGLU_MATVEC={int(faster('swiglu_ab', 'swiglu_mv=1', 'swiglu_mv=0'))}")
 PY
-)"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0; mark "pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}"
-      # the decode attention's positions per program: the fastest decode of the profile's A/B (same tokens in every setting)
-      eval "$(python3 - "$R/data/results/step_profile_h200.json" <<'PY' 2>> "$W/profile.log"
-import json, sys
-try: ab = json.load(open(sys.argv[1])).get('attn_chunk_ab') or {}
-except Exception: ab = {}
-ms = {int(k): v['decode_ms'] for k, v in ab.get('ms', {}).items() if 'decode_ms' in v}
-if ab.get('same_tokens') and ms: print(f"export EFFQWEN_ATTN_CHUNK={min(ms, key=ms.get)}")
-try: sw = json.load(open(sys.argv[1])).get('swiglu_ab') or {}      # SwiGLU inside the down projection: on if its decode was faster
-except Exception: sw = {}
-on, off = sw.get('ms', {}).get('swiglu_mv=1', {}), sw.get('ms', {}).get('swiglu_mv=0', {})
-if sw.get('same_tokens') and 'decode_ms' in on and 'decode_ms' in off: print(f"export EFFQWEN_DECODE_SWIGLU_MATVEC={int(on['decode_ms'] < off['decode_ms'])}")
-PY
-)"; mark "attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}; swiglu in the down projection: ${EFFQWEN_DECODE_SWIGLU_MATVEC:-default}"
+)"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0
+      mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default} QK_NORM=${EFFQWEN_PREFILL_QK_NORM:-default}; pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}; attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}; swiglu in the down projection: ${EFFQWEN_DECODE_SWIGLU_MATVEC:-default}"
       if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"
