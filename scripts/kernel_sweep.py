@@ -15,7 +15,10 @@ activation loads, the mantissa-trick BCQ kernel `_bcq_mv_v2` and wider `mv`/`tc`
 weight layout (`to_blocked`, `_w4_tc_v3`) and the load-only floors with / without the split-K reduction; run3 the
 prefetching loop (`TILES == 0`) with whole rows per program and small-row tensor-core configs (the `candidates`
 list below); run4 (`--final`) the library's `mv2` dispatch. Earlier rounds' candidate lists were replaced by later
-ones; their kernels are kept here. Round 5 (`--only lut`: M = 1 only, the LUT-GEMM BCQ kernels `_bcq_lut` /
+ones; their kernels are kept here. Round 6 (`--only _T`: the transposed (K/8, N) weight layout `_w4_mvT`, every
+4B M = 1 shape, with load-only floors):
+      PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT --only _T --budget 420
+Round 5 (`--only lut`: M = 1 only, the LUT-GEMM BCQ kernels `_bcq_lut` /
 `_bcq_lut_smem` next to the baselines, plus `lut_checks` at Q = 2..4, groups 64/128 on the GPU):
       PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT --only lut --budget 170
 """
@@ -27,7 +30,7 @@ if CPU: os.environ.setdefault('TRITON_INTERPRET', '1')
 import triton, triton.language as tl
 import torch.nn.functional as F
 from effqwen import kernels as Kn
-from effqwen.kernels import _w4_mv_tile, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
+from effqwen.kernels import _w4_mv_tile, _w4_pair, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
 from effqwen.core import rel_error
 
 INTERP = os.environ.get('TRITON_INTERPRET', '0') == '1'
@@ -441,6 +444,243 @@ if gluon is not None:
                 gl.store(y_ptr + rn, tot.to(y_ptr.dtype.element_ty), mask=nmask)
                 gl.atomic_xchg(lock_ptr + pid_n, 0)
 
+# Round 6: the transposed layout. The weight is stored (K/8, N): word kw of every row side by side, so the words a
+# thread loads with one 16-byte load are four *rows* of the same eight columns and share their eight activations (the
+# row-major kernels give each thread four words of one row: 32 different activations, loaded and converted per
+# word). A program takes BLOCK_N rows and a K slice of KWA + KWB words (two power-of-two tiles: 2560 = 256 + 64 words,
+# 9216 = 1024 + 128), issues every load of the slice first, then does the math; one cross-thread reduction at the end.
+# TILED: [N/BLOCK_N][K/8][BLOCK_N], each program's slice contiguous in memory.
+
+@triton.jit
+def _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, KW, base, RS,
+              KWT: tl.constexpr, GROUP: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_N: tl.constexpr):
+    "Words (KWT, BLOCK_N) from word kw0 on, and their scales (KWT, BLOCK_N) (transposed scales (K/GROUP, N))."
+    kw = kw0 + tl.arange(0, KWT)
+    wp = w_ptr + base + kw[:, None].to(tl.int64) * RS + tl.arange(0, BLOCK_N)[None, :]
+    sp = s_ptr + ((kw * 8) // GROUP)[:, None].to(tl.int64) * N + rn[None, :]
+    if EVEN_N:
+        w = tl.load(wp, eviction_policy='evict_first'); s = tl.load(sp)
+    else:
+        w = tl.load(wp, mask=nmask[None, :], other=0, eviction_policy='evict_first'); s = tl.load(sp, mask=nmask[None, :], other=0.0)
+    return w, s
+
+@triton.jit
+def _w4T_math(acc, w, s, x_ptr, kw0, KWT: tl.constexpr, XBF16: tl.constexpr, MLO, MHI, ONE, LOADONLY: tl.constexpr):
+    "acc (KWT, BLOCK_N) + code·x·scale of each word (slot order of `_w4_mv_tile`)."
+    if LOADONLY:
+        return acc + ((w & 0x7FFF) | ONE).to(tl.float32, bitcast=True) * s.to(tl.float32)
+    xb = x_ptr + (kw0 + tl.arange(0, KWT)) * 8
+    xe0 = _xs(xb + 0, 8, XBF16); xo0 = _xs(xb + 2, 4, XBF16); xe1 = _xs(xb + 4, 8, XBF16); xo1 = _xs(xb + 6, 4, XBF16)
+    xe2 = _xs(xb + 1, 8, XBF16); xo2 = _xs(xb + 3, 4, XBF16); xe3 = _xs(xb + 5, 8, XBF16); xo3 = _xs(xb + 7, 4, XBF16)
+    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
+    p = _w4_pair(w << 15, xe0[:, None], xo0[:, None], -corr[:, None], MLO, MHI, ONE)
+    p = _w4_pair(w << 7, xe1[:, None], xo1[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 1, xe2[:, None], xo2[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 9, xe3[:, None], xo3[:, None], p, MLO, MHI, ONE)
+    return acc + p * s.to(tl.float32)
+
+@triton.jit
+def _w4_mvT(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
+            GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+            KWA: tl.constexpr, KWB: tl.constexpr,   # words of the slice: KWA + KWB (KWB 0: one tile)
+            XBF16: tl.constexpr, EVEN_N: tl.constexpr, TILED: tl.constexpr, LOADONLY: tl.constexpr):
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    if TILED: base = pid_n.to(tl.int64) * BLOCK_N * KW; RS = BLOCK_N
+    else: base = pid_n.to(tl.int64) * BLOCK_N; RS = N
+    kw0 = pid_k * (KWA + KWB)
+    wa, sa = _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, KW, base, RS, KWA, GROUP, EVEN_N, BLOCK_N)
+    if KWB > 0: wb, sb = _w4T_load(w_ptr, s_ptr, kw0 + KWA, rn, nmask, N, KW, base, RS, KWB, GROUP, EVEN_N, BLOCK_N)
+    acc = _w4T_math(tl.zeros((KWA, BLOCK_N), dtype=tl.float32), wa, sa, x_ptr, kw0, KWA, XBF16, MLO, MHI, ONE, LOADONLY)
+    tot = tl.sum(acc, axis=0)
+    if KWB > 0:
+        accb = _w4T_math(tl.zeros((KWB, BLOCK_N), dtype=tl.float32), wb, sb, x_ptr, kw0 + KWA, KWB, XBF16, MLO, MHI, ONE, LOADONLY)
+        tot += tl.sum(accb, axis=0)
+    _splitk_epilogue(tot, y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+# Round 6c: the same tiled transposed layout, the slice cut into NCH equal chunks of CKW words. Every chunk's words,
+# scales and activations are loaded first (in chunk order), then the chunks are computed in order: the memory system
+# serves all programs' first chunks first, so the math of chunk i overlaps the transfer of chunks > i (one (KW, BN)
+# tensor is processed op by op over all of its elements, and its first op waits for every load).
+
+@triton.jit
+def _w4C_load(w_ptr, s_ptr, x_ptr, kw0, rn, nmask, N, base, RS,
+              CKW: tl.constexpr, GROUP: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_N: tl.constexpr, XBF16: tl.constexpr):
+    w, s = _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, 0, base, RS, CKW, GROUP, EVEN_N, BLOCK_N)
+    xb = x_ptr + (kw0 + tl.arange(0, CKW)) * 8
+    return (w, s, _xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
+            _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16))
+
+@triton.jit
+def _w4C_math(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE, LOADONLY: tl.constexpr):
+    if LOADONLY:
+        return acc + ((w & 0x7FFF) | ONE).to(tl.float32, bitcast=True) * s.to(tl.float32)
+    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
+    p = _w4_pair(w << 15, xe0[:, None], xo0[:, None], -corr[:, None], MLO, MHI, ONE)
+    p = _w4_pair(w << 7, xe1[:, None], xo1[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 1, xe2[:, None], xo2[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 9, xe3[:, None], xo3[:, None], p, MLO, MHI, ONE)
+    return acc + p * s.to(tl.float32)
+
+@triton.jit
+def _w4_mvC(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
+            GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
+            CKW: tl.constexpr, NCH: tl.constexpr,   # the slice: NCH (1..12) chunks of CKW words
+            XBF16: tl.constexpr, EVEN_N: tl.constexpr, LOADONLY: tl.constexpr):
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    base = pid_n.to(tl.int64) * BLOCK_N * KW
+    k0 = pid_k * (NCH * CKW)
+    c0 = _w4C_load(w_ptr, s_ptr, x_ptr, k0, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 1: c1 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 1 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 2: c2 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 2 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 3: c3 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 3 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 4: c4 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 4 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 5: c5 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 5 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 6: c6 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 6 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 7: c7 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 7 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 8: c8 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 8 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 9: c9 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 9 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 10: c10 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 10 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 11: c11 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 11 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    acc = _w4C_math(tl.zeros((CKW, BLOCK_N), dtype=tl.float32), *c0, MLO, MHI, ONE, LOADONLY)
+    if NCH > 1: acc = _w4C_math(acc, *c1, MLO, MHI, ONE, LOADONLY)
+    if NCH > 2: acc = _w4C_math(acc, *c2, MLO, MHI, ONE, LOADONLY)
+    if NCH > 3: acc = _w4C_math(acc, *c3, MLO, MHI, ONE, LOADONLY)
+    if NCH > 4: acc = _w4C_math(acc, *c4, MLO, MHI, ONE, LOADONLY)
+    if NCH > 5: acc = _w4C_math(acc, *c5, MLO, MHI, ONE, LOADONLY)
+    if NCH > 6: acc = _w4C_math(acc, *c6, MLO, MHI, ONE, LOADONLY)
+    if NCH > 7: acc = _w4C_math(acc, *c7, MLO, MHI, ONE, LOADONLY)
+    if NCH > 8: acc = _w4C_math(acc, *c8, MLO, MHI, ONE, LOADONLY)
+    if NCH > 9: acc = _w4C_math(acc, *c9, MLO, MHI, ONE, LOADONLY)
+    if NCH > 10: acc = _w4C_math(acc, *c10, MLO, MHI, ONE, LOADONLY)
+    if NCH > 11: acc = _w4C_math(acc, *c11, MLO, MHI, ONE, LOADONLY)
+    _splitk_epilogue(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+def w4_C(x, wt, st, bn, split, nw, ckw, loadonly=0):
+    "Round 6c launcher: tiled transposed weight (`to_T(.., bn)`), slices of KW/split words in chunks of ckw."
+    M, K = x.shape; KW, N = wt.shape; group = K // st.shape[0]
+    if KW % split or (KW // split) % ckw or not 1 <= (KW // split) // ckw <= 12 or N % bn: raise ValueError('bad tiling')
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _w4_mvC[(N // bn * split,)](x, wt, st, y, ws if ws is not None else y, locks, N, K, KW, split, *Kn._MV_MASKS,
+        GROUP=group, BLOCK_N=bn, CKW=ckw, NCH=(KW // split) // ckw, XBF16=x.dtype == torch.bfloat16 and not INTERP,
+        EVEN_N=True, LOADONLY=bool(loadonly), num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
+def C_configs(N, K, cpu=False):
+    "Round 6c: (bn, split, warps, chunk words) with 2..12 chunks and 8..48 words per thread."
+    if cpu: return [(4, 1, 1, 16), (8, 2, 1, 8), (4, 1, 2, 32)]
+    out = []
+    KW = K // 8
+    for split in (1, 2):
+        for bn in (4, 8, 16):
+            for nw in (1, 2, 4):
+                for ckw in (32, 64, 128):
+                    if KW % split or (KW // split) % ckw or N % bn: continue
+                    nch = (KW // split) // ckw
+                    wpt = bn * (KW // split) / (32 * nw)
+                    if 2 <= nch <= 12 and 8 <= wpt <= 48 and ckw * bn >= 32 * nw * 4 and (split == 1 or N <= 4096):
+                        out.append((bn, split, nw, ckw))
+    return out
+
+# Round 6d: the chunked whole-row structure of 6c on the row-major kernel layout (no new layout): a program takes
+# BLOCK_N rows and the K slice in NCH chunks of BLOCK_K columns; every chunk's words and scales are loaded first,
+# the activations of a chunk right before its math (they are L1/L2-hot and would cost 8 registers per word column).
+
+@triton.jit
+def _w4R_load(w_rows, s_rows, t, rw, GROUP: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr):
+    w = tl.load(w_rows + (t * (BLOCK_K // 8) + rw)[None, :, :], eviction_policy='evict_first')
+    s = tl.load(s_rows + ((t * BLOCK_K + tl.arange(0, G) * (WPG * 8)) // GROUP)[None, :])
+    return w, s
+
+@triton.jit
+def _w4R_math(acc, w, s, x_ptr, t, rw, BLOCK_K: tl.constexpr, XBF16: tl.constexpr, MLO, MHI, ONE):
+    xb = x_ptr + t * BLOCK_K + rw * 8
+    return _w4_mv_tile(acc, w, s, _xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
+                       _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16), MLO, MHI, ONE)
+
+@triton.jit
+def _w4_mvR(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
+            GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
+            NCH: tl.constexpr, XBF16: tl.constexpr):
+    pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
+    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
+    w_rows = w_ptr + rn[:, None, None].to(tl.int64) * KW
+    s_rows = s_ptr + rn[:, None].to(tl.int64) * (K // GROUP)
+    t0 = pid_k * NCH
+    w0, s0 = _w4R_load(w_rows, s_rows, t0, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 1: w1, s1 = _w4R_load(w_rows, s_rows, t0 + 1, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 2: w2, s2 = _w4R_load(w_rows, s_rows, t0 + 2, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 3: w3, s3 = _w4R_load(w_rows, s_rows, t0 + 3, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 4: w4, s4 = _w4R_load(w_rows, s_rows, t0 + 4, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 5: w5, s5 = _w4R_load(w_rows, s_rows, t0 + 5, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 6: w6, s6 = _w4R_load(w_rows, s_rows, t0 + 6, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 7: w7, s7 = _w4R_load(w_rows, s_rows, t0 + 7, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 8: w8, s8 = _w4R_load(w_rows, s_rows, t0 + 8, rw, GROUP, BLOCK_K, G, WPG)
+    if NCH > 9: w9, s9 = _w4R_load(w_rows, s_rows, t0 + 9, rw, GROUP, BLOCK_K, G, WPG)
+    acc = _w4R_math(tl.zeros((BLOCK_N, G, WPG), dtype=tl.float32), w0, s0, x_ptr, t0, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 1: acc = _w4R_math(acc, w1, s1, x_ptr, t0 + 1, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 2: acc = _w4R_math(acc, w2, s2, x_ptr, t0 + 2, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 3: acc = _w4R_math(acc, w3, s3, x_ptr, t0 + 3, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 4: acc = _w4R_math(acc, w4, s4, x_ptr, t0 + 4, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 5: acc = _w4R_math(acc, w5, s5, x_ptr, t0 + 5, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 6: acc = _w4R_math(acc, w6, s6, x_ptr, t0 + 6, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 7: acc = _w4R_math(acc, w7, s7, x_ptr, t0 + 7, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 8: acc = _w4R_math(acc, w8, s8, x_ptr, t0 + 8, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    if NCH > 9: acc = _w4R_math(acc, w9, s9, x_ptr, t0 + 9, rw, BLOCK_K, XBF16, MLO, MHI, ONE)
+    _splitk_epilogue(tl.sum(tl.sum(acc, axis=2), axis=1), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
+
+def w4_R(x, w, s, bn, split, nw, bk):
+    "Round 6d launcher: row-major kernel layout, N % bn == 0, K/split in chunks of bk columns (1..10 chunks)."
+    M, K = x.shape; N = w.shape[0]; group = K // s.shape[1]
+    if K % (split * bk) or not 1 <= K // (split * bk) <= 10 or N % bn: raise ValueError('bad tiling')
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _w4_mvR[(N // bn * split,)](x, w, s, y, ws if ws is not None else y, locks, N, K, K // 8, split, *Kn._MV_MASKS,
+        GROUP=group, BLOCK_N=bn, BLOCK_K=bk, G=max(bk // group, 1), WPG=min(bk, group) // 8, NCH=K // (split * bk),
+        XBF16=x.dtype == torch.bfloat16 and not INTERP, num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
+def R_configs(N, K, cpu=False):
+    "Round 6d: (bn, split, warps, bk) with 2..10 chunks and 8..64 words per thread."
+    if cpu: return [(4, 1, 1, 128), (8, 2, 1, 64)]
+    out = []
+    for split in (1, 2, 4):
+        for bn in (4, 8, 16, 32):
+            for nw in (1, 2, 4):
+                for bk in (256, 512, 1024):
+                    if K % (split * bk) or N % bn: continue
+                    nch = K // (split * bk)
+                    wpt = bn * K / split / 8 / (32 * nw)
+                    if 2 <= nch <= 10 and 8 <= wpt <= 64 and bn * bk // 8 >= 32 * nw * 4 and (split == 1 or N <= 4096):
+                        out.append((bn, split, nw, bk))
+    return out
+
+def _pow2_split(kw):
+    "kw = a + b with a the largest power of two <= kw and b a power of two or 0; None if impossible."
+    a = 1 << (kw.bit_length() - 1); b = kw - a
+    return (a, b) if b == 0 or b & (b - 1) == 0 else None
+
+def to_T(wk, s, bn=None):
+    "Kernel-layout words (N, K/8) -> (K/8, N) (bn: tiled [N/bn][K/8][bn]); scales (N, G) -> (G, N)."
+    N, KW = wk.shape
+    wt = wk.t().contiguous() if bn is None else wk.view(N // bn, bn, KW).permute(0, 2, 1).contiguous().view(KW, N)
+    return wt, s.t().contiguous()
+
+def w4_T(x, wt, st, bn, split, nw, tiled=0, loadonly=0):
+    M, K = x.shape; KW, N = wt.shape; group = K // st.shape[0]
+    if KW % split: raise ValueError('bad split')
+    ab = _pow2_split(KW // split)
+    if ab is None or (tiled and N % bn): raise ValueError('bad tiling')
+    y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
+    ws, locks = _bufs(split, 1, N, x.device, bn)
+    _w4_mvT[(-(-N // bn) * split,)](x, wt, st, y, ws if ws is not None else y, locks, N, K, KW, split, *Kn._MV_MASKS,
+        GROUP=group, BLOCK_N=bn, KWA=ab[0], KWB=ab[1], XBF16=x.dtype == torch.bfloat16 and not INTERP, EVEN_N=N % bn == 0,
+        TILED=bool(tiled), LOADONLY=bool(loadonly), num_warps=nw, num_stages=1)
+    return y.to(x.dtype)
+
 # ----------------------------------------------------------------------------------------------------------------
 # launchers
 
@@ -545,6 +785,42 @@ def _blk(d, bn, bk):
     if key not in d: d[key] = to_blocked(d['w4k'], bn, bk)
     return d[key]
 
+def _Tw(d, bn=None):
+    "The transposed (bn: tiled) weight and transposed scales, cached in d."
+    key = ('T', bn)
+    if key not in d: d[key] = to_T(d['w4k'], d['s4'], bn)
+    return d[key]
+
+def T_configs(N, K, cpu=False):
+    "(bn, split, warps, tiled) of round 6 that keep <= 48 words per thread and a power-of-two split of each slice."
+    if cpu: return [(16, 1, 4, 0), (32, 2, 4, 1), (16, 4, 2, 0)]
+    out = []
+    KW = K // 8
+    for split in (1, 2, 4, 5, 8, 9, 10, 16, 18):
+        if KW % split or _pow2_split(KW // split) is None: continue
+        for bn in (16, 32, 64, 128, 256):
+            for nw in (2, 4, 8):
+                wpt = bn * (KW // split) / (32 * nw)
+                progs = -(-N // bn) * split
+                if 16 <= wpt <= 48 and 264 <= progs <= 4096 and bn * 4 >= 64 and bn >= 4 * 32 * nw / max(KW // split, 1):
+                    out.append((bn, split, nw, 0))
+                    if N % bn == 0 and bn <= 64: out.append((bn, split, nw, 1))
+    return out
+
+def T_small_configs(N, K, cpu=False):
+    "Round 6b: 4 or 8 rows per program (16-32 bytes per word row), many programs, 8..48 words per thread."
+    if cpu: return [(4, 1, 1, 1), (8, 2, 1, 0)]
+    out = []
+    KW = K // 8
+    for split in (1, 2, 4):
+        if KW % split or _pow2_split(KW // split) is None: continue
+        for bn in (4, 8):
+            for nw in (1, 2, 4):
+                wpt = bn * (KW // split) / (32 * nw)
+                if 8 <= wpt <= 48 and KW // split >= 8 * nw:
+                    out.append((bn, split, nw, 1)); out.append((bn, split, nw, 0))
+    return out
+
 def candidates(N, K, M, cpu=False):
     "[(name, family, fmt, fn(d) -> callable)]; fmt in w4a16 / bcq / none (no correctness check)."
     C = []
@@ -556,6 +832,26 @@ def candidates(N, K, M, cpu=False):
     add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
     add('bcq3 current', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
+        for bn, sp, nw, tiled in T_configs(N, K, cpu):   # round 6
+            add(f"T {bn} sk{sp} w{nw}" + (' tiled' if tiled else ''), 'w4_T', 'w4a16',
+                lambda d, a=(bn, sp, nw, tiled): (lambda wt=_Tw(d, a[0] if a[3] else None): (lambda: w4_T(d['x'], wt[0], wt[1], *a)))())
+            if not cpu and (N, K) == (9216, 2560) and nw == 4 and not tiled:
+                add(f"loadonly T {bn} sk{sp} w{nw}", 'floor_T', 'none',
+                    lambda d, a=(bn, sp, nw): (lambda wt=_Tw(d): (lambda: w4_T(d['x'], wt[0], wt[1], *a, 0, 1)))())
+        for bn, sp, nw, bk in R_configs(N, K, cpu):   # round 6d
+            add(f"R {bn} sk{sp} w{nw} k{bk}", 'w4_R', 'w4a16', lambda d, a=(bn, sp, nw, bk): (lambda: w4_R(d['x'], d['w4k'], d['s4'], *a)))
+        for bn, sp, nw, ckw in C_configs(N, K, cpu):   # round 6c
+            add(f"C {bn} sk{sp} w{nw} c{ckw}", 'w4_C', 'w4a16',
+                lambda d, a=(bn, sp, nw, ckw): (lambda wt=_Tw(d, a[0]): (lambda: w4_C(d['x'], wt[0], wt[1], *a)))())
+            if not cpu and (N, K) == (9216, 2560):
+                add(f"loadonly C {bn} sk{sp} w{nw} c{ckw}", 'floor_C', 'none',
+                    lambda d, a=(bn, sp, nw, ckw): (lambda wt=_Tw(d, a[0]): (lambda: w4_C(d['x'], wt[0], wt[1], *a, 1)))())
+        for bn, sp, nw, tiled in T_small_configs(N, K, cpu):   # round 6b: a few rows per program, whole K
+            add(f"Ts {bn} sk{sp} w{nw}" + (' tiled' if tiled else ''), 'w4_Ts', 'w4a16',
+                lambda d, a=(bn, sp, nw, tiled): (lambda wt=_Tw(d, a[0] if a[3] else None): (lambda: w4_T(d['x'], wt[0], wt[1], *a)))())
+            if not cpu and (N, K) == (9216, 2560) and tiled:
+                add(f"loadonly Ts {bn} sk{sp} w{nw} tiled", 'floor_Ts', 'none',
+                    lambda d, a=(bn, sp, nw): (lambda wt=_Tw(d, a[0]): (lambda: w4_T(d['x'], wt[0], wt[1], *a, 1, 1)))())
         add('v2 128x256 t1 w4', 'w4_v2', 'w4a16', lambda d: (lambda: w4_v2(d['x'], d['w4k'], d['s4'], 128, 256, 1, 4)))
         loop = ([(bn, bk, nw, pf, sp) for bn, bk in [(16, 512), (32, 256), (32, 512), (64, 256), (16, 256), (64, 512)] for nw in (2, 4) for pf in (0, 1) for sp in (1, 2)
                  if not (bn == 64 and nw == 2) and (sp == 1 or N <= 4096)]) if not cpu else [(16, 128, 4, 0, 1), (16, 128, 4, 1, 2), (32, 256, 2, 1, 1)]
@@ -779,6 +1075,8 @@ def main():
         other = [(9216, 2560, 16), (4096, 2560, 16), (2560, 9216, 16)]
     if a.only:   # a focused M = 1 round
         main_shape, other = [(9216, 2560, 1)], [(4096, 2560, 1), (2560, 9216, 1)]
+    if a.only and ('_T' in a.only or '_C' in a.only or '_R' in a.only):   # round 6: every engine M = 1 shape of Qwen3.5-4B precompiled in parallel
+        main_shape, other = [(9216, 2560, 1), (4096, 2560, 1), (2560, 9216, 1), (12352, 2560, 1), (2560, 4096, 1), (10240, 2560, 1)], []
     jobs = [(N, Kd, M, [c[0] for c in _cands(N, Kd, M)]) for N, Kd, M in main_shape]
     t = time.time()
     checks = [('check', sh, dt) for sh in CHECK_SHAPES for dt in CHECK_DTYPES] if a.final else []
