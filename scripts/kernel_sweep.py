@@ -30,13 +30,23 @@ if CPU: os.environ.setdefault('TRITON_INTERPRET', '1')
 import triton, triton.language as tl
 import torch.nn.functional as F
 from effqwen import kernels as Kn
-from effqwen.kernels import _w4_mv_tile, _w4_pair, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
+from effqwen.kernels import _w4_pair, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
 from effqwen.core import rel_error
 
 INTERP = os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 # ----------------------------------------------------------------------------------------------------------------
 # candidate kernels
+
+@triton.jit
+def _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE):
+    "acc + a (rows, G, WPG) tile's Σ code·x per word, times the group's scale (the library's mv/mv2 arithmetic until session 11)."
+    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
+    p = _w4_pair(w << 15, xe0[None, :, :], xo0[None, :, :], -corr[None, :, :], MLO, MHI, ONE)
+    p = _w4_pair(w << 7, xe1[None, :, :], xo1[None, :, :], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 1, xe2[None, :, :], xo2[None, :, :], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 9, xe3[None, :, :], xo3[None, :, :], p, MLO, MHI, ONE)
+    return acc + p * s.to(tl.float32)[:, :, None]
 
 @triton.jit
 def _xs(ptr, E: tl.constexpr, XBF16: tl.constexpr):
@@ -776,7 +786,8 @@ def make_data(N, K, M, dev, dt, group=128, Q=3, seed=0):
     a = ((torch.rand(Q, N, K // group, generator=g, device=dev) * 0.01) / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(dt)
     x = torch.randn(M, K, generator=g, device=dev).to(dt)
     _DATA.clear()
-    _DATA[key] = d = dict(x=x, w4=w4, w4k=Kn.w4a16_to_kernel_layout(w4), s4=s4, b=b, bk=Kn.bcq_to_kernel_layout(b), a=a)
+    w4kt = Kn.w4a16_to_kernel_layout(w4)   # the library's layout (row tiles of 4 since session 11)
+    _DATA[key] = d = dict(x=x, w4=w4, w4kt=w4kt, w4k=Kn._tile_rows(w4kt, inverse=True), s4=s4, b=b, bk=Kn.bcq_to_kernel_layout(b), a=a)
     return d
 
 def _blk(d, bn, bk):
@@ -827,9 +838,9 @@ def candidates(N, K, M, cpu=False):
     add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
     kt = lambda bk: K // bk if K % bk == 0 else 0
     if not cpu:
-        add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+        add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4kt'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
         add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
-    add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
+    add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], kernel_layout=True)))
     add('bcq3 current', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
         for bn, sp, nw, tiled in T_configs(N, K, cpu):   # round 6
@@ -863,7 +874,7 @@ def candidates(N, K, M, cpu=False):
         for bn, bk, nw, st in mv:
             if kt(bk):
                 c = KernelConfig('mv', bn, bk, 1, nw, st)
-                add(f'mv {bn}x{bk} sk1 w{nw} st{st}', 'w4_mv_sk1', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+                add(f'mv {bn}x{bk} sk1 w{nw} st{st}', 'w4_mv_sk1', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], config=c, kernel_layout=True)))
         for bn, bk, sp, nw in ([(32, 512, 1, 4), (16, 512, 1, 4), (64, 256, 1, 4), (32, 256, 1, 4), (64, 512, 1, 8), (32, 512, 2, 4), (16, 512, 1, 2)] if not cpu else [(16, 128, 1, 4)]):
             if kt(bk):
                 c = KernelConfig('mv', bn, bk, sp, nw, 1)
@@ -889,7 +900,7 @@ def candidates(N, K, M, cpu=False):
                                    if not cpu else [(16, 64, 4, 1, 2)]):
             if kt(bk) and sp <= kt(bk):
                 c = KernelConfig('tc', bn, bk, sp, nw, st)
-                add(f'tc {bn}x{bk} sk{sp} w{nw} st{st}', 'w4_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+                add(f'tc {bn}x{bk} sk{sp} w{nw} st{st}', 'w4_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], config=c, kernel_layout=True)))
         for bn, bk, nw, st, sp in ([(64, 64, 4, 4, 4), (32, 64, 4, 3, 1), (32, 128, 4, 3, 1), (16, 128, 4, 3, 1), (32, 64, 4, 4, 2)] if not cpu else [(16, 32, 4, 2, 1)]):
             if kt(bk) and sp <= kt(bk) and N % bn == 0:
                 add(f'tc3 {bn}x{bk} sk{sp} w{nw} st{st} blocked', 'w4_tc3', 'w4a16',
@@ -902,19 +913,19 @@ def final_candidates(N, K, M):
     "Validation run: the library's dispatch (now with mv2) against the baselines, the previous table entry and every mv2 candidate."
     C = []
     add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
-    add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+    add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4kt'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
     add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
-    add('w4a16 dispatch', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
+    add('w4a16 dispatch', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], kernel_layout=True)))
     add('bcq3 dispatch', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
         prev = PREV_TABLE.get((N, K))
         if prev is not None:
             add(f'w4a16 previous table {prev.kernel} {prev.block_n}x{prev.block_k} sk{prev.split_k}', 'w4_prev', 'w4a16',
-                lambda d, c=prev: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+                lambda d, c=prev: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], config=c, kernel_layout=True)))
         for c in Kn._candidates('w4a16', 1, K, 128, True, N):
             if c.kernel == 'mv2':
                 add(f'mv2 {c.block_n}x{c.block_k} sk{c.split_k} w{c.num_warps} st{c.num_stages}', 'w4_mv2', 'w4a16',
-                    lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
+                    lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4'], config=c, kernel_layout=True)))
     return C
 
 CHECK_SHAPES = ((1000, 2560, 128), (33, 512, 64), (4096, 384, 128), (250, 1024, 32))
@@ -971,7 +982,7 @@ def lut_checks(dev='cpu', Qs=(2, 3, 4), groups=(64, 128)):
     return bad, rows
 
 def check(fmt, d, out):
-    if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4k'], d['s4'], kernel_layout=True)
+    if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4'], d['s4'])
     elif fmt == 'bcq': ref = Kn.bcq_mm_ref(d['x'], d['bk'], d['a'], kernel_layout=True)
     else: return None
     return rel_error(out, ref)
@@ -1041,6 +1052,7 @@ def main():
     ap.add_argument('--final', action='store_true', help='validation of the library dispatch (mv2) instead of the exploration')
     ap.add_argument('--only', default=None, help='comma-separated family substrings (e.g. lut): time only those candidates plus bf16 / tinygemm / current kernels')
     a = ap.parse_args()
+    if a.final: sys.exit('--final validated the library mv2 dispatch, replaced by mv3 in session 11 (run it from 799e6bc..c608c8a)')
     t0 = time.time()
     if CPU or a.cpu:
         bad = 0

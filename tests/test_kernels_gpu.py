@@ -14,7 +14,7 @@ from effqwen.core import rel_error
 from effqwen import kernels as K
 
 MS = (1, 2, 4, 8, 16, 64, 512)
-SHAPES = [(33, 512), (1000, 2560), (4096, 384)]   # (N, K): odd N, K = 3 * 128
+SHAPES = [(33, 512), (1000, 2560), (4096, 384), (1002, 2560)]   # (N, K): odd N, K = 3 * 128, N % 4 = 2 (a narrow last row tile)
 
 def w4(N, Kd, group, dtype, dev='cuda'):
     return (K.pack_int4(torch.randint(-8, 8, (N, Kd), device=dev)),
@@ -128,8 +128,13 @@ def test_modules_and_custom_ops():
     torch.library.opcheck(K.bcq_mm, (x, b, a), test_utils=('test_schema', 'test_faketensor'))
     torch.library.opcheck(K.w4a16_mm, (x, K.w4a16_to_kernel_layout(w), s, True), test_utils=('test_schema', 'test_faketensor'))
 
-@pytest.mark.parametrize('kernel,M,stages', [('mv2', 1, 1), ('mv2', 1, 2), ('mv', 1, 1), ('mv', 1, 2), ('tc', 1, 1), ('tc', 16, 3)])
-def test_pdl_chain_equals_plain_launches(kernel, M, stages):
+PDL_CFGS = [(1, K.KernelConfig('mv3', 8, 512, 1, 2, 1)),    # 4 chunks unrolled, whole rows
+            (1, K.KernelConfig('mv3', 16, 256, 2, 4, 1)),   # split 2 x 4 chunks
+            (1, K.KernelConfig('mv3', 4, 128, 1, 1, 1)),    # 16 chunks: the loop
+            (1, K.KernelConfig('tc', 64, 128, 4, 4, 1)), (16, K.KernelConfig('tc', 64, 128, 4, 4, 3))]
+
+@pytest.mark.parametrize('M,cfg', PDL_CFGS)
+def test_pdl_chain_equals_plain_launches(M, cfg):
     """A chain of dependent W4A16 products (each output is the next one's input, launched back to back),
     launched with programmatic dependent launch and recorded in a CUDA graph, equals the same chain launched plainly,
     bit for bit: a kernel that read its input before `_pdl_wait` would see the previous step's stale values."""
@@ -138,7 +143,6 @@ def test_pdl_chain_equals_plain_launches(kernel, M, stages):
     D, n = 2048, 12
     ws = [w4(D, D, 128, torch.bfloat16) for _ in range(n)]   # each product grows the activations ~4x: bf16 holds 12
     ws = [(K.w4a16_to_kernel_layout(w), s) for w, s in ws]
-    cfg = K.KernelConfig(kernel, 64 if kernel == 'tc' else 128, 128 if kernel == 'tc' else 256, split_k=4, num_stages=stages)
     x0 = torch.randn(M, D, device='cuda', dtype=torch.bfloat16)
     def chain(x):
         for w, s in ws: x = K.w4a16_matmul(x, w, s, config=cfg, kernel_layout=True)
@@ -160,8 +164,8 @@ def test_pdl_chain_equals_plain_launches(kernel, M, stages):
     finally: K.PDL = own
     assert torch.equal(out, ref) and locks_zero()
 
-@pytest.mark.parametrize('kernel,stages', [('mv2', 1), ('mv2', 2), ('mv', 1), ('mv', 2)])
-def test_swiglu_in_matvec_equals_two_kernels(kernel, stages):
+@pytest.mark.parametrize('cfg', [c for M, c in PDL_CFGS if c.kernel == 'mv3'])
+def test_swiglu_in_matvec_equals_two_kernels(cfg):
     """The down projection with the SwiGLU inside its activation loads (`w4a16_swiglu_matmul`, M = 1) equals the
     engine's SwiGLU kernel followed by the mat-vec, bit for bit (the same roundings, the same exp)."""
     from effqwen.engine import fused_swiglu
@@ -169,6 +173,5 @@ def test_swiglu_in_matvec_equals_two_kernels(kernel, stages):
     for N, Kd in ((2560, 9216), (1000, 2560)):
         w, s = w4(N, Kd, 128, torch.bfloat16); wk = K.w4a16_to_kernel_layout(w)
         gu = torch.randn(1, 2 * Kd, device='cuda', dtype=torch.bfloat16) * 3
-        cfg = K.KernelConfig(kernel, 128, 128, split_k=4, num_stages=stages)
         assert torch.equal(K.w4a16_swiglu_matmul(gu, wk, s, config=cfg), K.w4a16_matmul(fused_swiglu(gu), wk, s, config=cfg, kernel_layout=True))
         assert locks_zero()
