@@ -5,11 +5,12 @@
 # %% auto #0
 __all__ = ['log', 'W4_TILE', 'PDL', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4', 'unpack_int4', 'pack_sign_words',
            'unpack_sign_words', 'w4a16_dequantize', 'bcq_dequantize', 'w4a16_mm_ref', 'bcq_mm_ref',
-           'w4a16_to_kernel_layout', 'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout',
-           'pdl_on', 'KernelConfig', 'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton',
-           'w4a16_matmul', 'swiglu_ref', 'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm',
-           'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows',
-           'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
+           'w4a16_to_kernel_layout', 'w4a16_from_kernel_layout', 'w4a16_scale_to_kernel_layout',
+           'w4a16_scale_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout', 'pdl_on', 'KernelConfig',
+           'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton', 'w4a16_matmul', 'swiglu_ref',
+           'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm', 'W4A16Linear', 'BCQLinear',
+           'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows', 'weight_bytes',
+           'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
 import json, logging, math, os, time
@@ -80,10 +81,10 @@ def _group_of(K:int, n_groups:int, group_size:int|None, what:str)->int:
 def w4a16_dequantize(weight_packed:torch.Tensor, # (N, K//8) int32
                      weight_scale:torch.Tensor, # (N, K//group) scales
                      dtype=torch.float32, # dtype of the returned weight
-                     kernel_layout:bool=False, # `weight_packed` is in the kernel layout (see below)
+                     kernel_layout:bool=False, # `weight_packed` and `weight_scale` are in the kernel layout (see below)
                     )->torch.Tensor: # (N, K) dequantized weight
     "w[n, k] = code[n, k] * scale[n, k // group]."
-    if kernel_layout: weight_packed = w4a16_from_kernel_layout(weight_packed)
+    if kernel_layout: weight_packed, weight_scale = w4a16_from_kernel_layout(weight_packed), w4a16_scale_from_kernel_layout(weight_scale)
     codes = unpack_int4(weight_packed).float()
     g = _group_of(codes.shape[1], weight_scale.shape[-1], None, 'weight_scale')
     return (codes * weight_scale.float().repeat_interleave(g, -1)).to(dtype)
@@ -146,6 +147,16 @@ def w4a16_to_kernel_layout(weight_packed:torch.Tensor, # (N, K//8) int32, compre
 def w4a16_from_kernel_layout(weight_kernel:torch.Tensor)->torch.Tensor:
     "Inverse of `w4a16_to_kernel_layout`: back to compressed-tensors pack-quantized."
     return _move_fields(_tile_rows(weight_kernel, inverse=True), 4, _W4_SLOT)
+
+def w4a16_scale_to_kernel_layout(weight_scale:torch.Tensor, # (N, K//group) scales
+                                )->torch.Tensor: # same shape and dtype, rows in tiles of 4 (scale g of 4 rows side by side)
+    "Convert (once) W4A16 scales to the kernel layout, the row tiles of the weight's."
+    if weight_scale.dim() != 2: raise ValueError(f'weight_scale must be (N, K//group), got {tuple(weight_scale.shape)}')
+    return _tile_rows(weight_scale.contiguous())
+
+def w4a16_scale_from_kernel_layout(weight_scale:torch.Tensor)->torch.Tensor:
+    "Inverse of `w4a16_scale_to_kernel_layout`."
+    return _tile_rows(weight_scale, inverse=True)
 
 def bcq_to_kernel_layout(weight_signs:torch.Tensor, # (Q, N, K//32) int32 from `pack_sign_words`
                         )->torch.Tensor: # same shape, bits permuted inside each word for the tensor-core kernels
@@ -484,44 +495,47 @@ if triton is not None:
 
 @_jit
 def _w4_off(n0,     # first row of the block, a multiple of 4
-            j,      # rows n0 + j (a tensor broadcastable against kw)
-            kw,     # words
-            KW, N, EVEN4: tl.constexpr):   # EVEN4: N % 4 == 0
-    """Offsets of words (row n0 + j, word kw) in the W4A16 kernel layout: a row tile of 4 starts at its first row's
-    bytes and stores word kw of its rows at 4·kw (one 16-byte load = word kw of 4 rows); when N % 4 != 0 the last
-    N % 4 rows form a narrower tile."""
-    if EVEN4: return n0.to(tl.int64) * KW + ((j // 4) * (4 * KW) + kw * 4 + j % 4)
+            j,      # rows n0 + j (a tensor broadcastable against col)
+            col,    # columns: words of the weight, or scale groups
+            C, N, EVEN4: tl.constexpr):   # columns per row (K/8 words or K/GROUP scales); EVEN4: N % 4 == 0
+    """Offsets of (row n0 + j, column col) in a W4A16 kernel-layout tensor (words or scales): a row tile of 4 starts
+    at its first row's offset and stores column c of its rows at 4·c (one 16-byte load = word kw of 4 rows, one
+    8-byte load = a scale of 4 rows); when N % 4 != 0 the last N % 4 rows form a narrower tile."""
+    if EVEN4: return n0.to(tl.int64) * C + ((j // 4) * (4 * C) + col * 4 + j % 4)
     rn = n0 + j
     N4 = N - N % 4
     t0 = tl.minimum(rn - rn % 4, N4)
-    return t0.to(tl.int64) * KW + kw * tl.where(rn >= N4, N - N4, 4) + (rn - t0)
+    return t0.to(tl.int64) * C + col * tl.where(rn >= N4, N - N4, 4) + (rn - t0)
 
 @_jit
-def _w4_load(w_ptr,       # kernel-layout weight
-             n0, j,       # rows n0 + j: n0 a multiple of 4, j (BLOCK_N,) offsets
-             k0,          # first column of the tile
-             mask,        # (BLOCK_N, 1) rows to load
-             KW, N, BLOCK_K: tl.constexpr, ASM: tl.constexpr, EVEN4: tl.constexpr):
-    "A tile's packed words: (BLOCK_N, BLOCK_K//8), 16-byte loads along the rows (ASM); the interpreter gathers one word per column."
+def _w4t_load(w_ptr,       # kernel-layout weight
+              n0, j,       # rows n0 + j: n0 a multiple of 4, j (BLOCK_N,) offsets
+              k0,          # first column of the tile
+              mask,        # (1, BLOCK_N) rows to load
+              KW, N, BLOCK_K: tl.constexpr, ASM: tl.constexpr, EVEN4: tl.constexpr):
+    "A tile's packed words, K along axis 0: (BLOCK_K//8, BLOCK_N), 16-byte loads across 4 rows (ASM); the interpreter gathers one word per column: (BLOCK_K, BLOCK_N)."
     if ASM: kw = k0 // 8 + tl.arange(0, BLOCK_K // 8)
     else: kw = (k0 + tl.arange(0, BLOCK_K)) // 8
-    return tl.load(w_ptr + _w4_off(n0, j[:, None], kw[None, :], KW, N, EVEN4), mask=mask, other=0)
+    return tl.load(w_ptr + _w4_off(n0, j[None, :], kw[:, None], KW, N, EVEN4), mask=mask, other=0)
 
 @_jit
-def _w4_codes(w,          # words from `_w4_load`
-              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              ASM: tl.constexpr,   # inline PTX (GPU) or integer ops (interpreter)
-              F16: tl.constexpr,   # fp16 instead of bf16 codes
-             ):
-    "(BLOCK_N, BLOCK_K) exact INT4 codes: bf16/fp16 with ASM, float32 without."
+def _w4_codes_t(w,          # words from `_w4t_load`
+                BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                ASM: tl.constexpr,   # inline PTX (GPU) or integer ops (interpreter)
+                F16: tl.constexpr,   # fp16 instead of bf16 codes
+               ):
+    """(BLOCK_K, BLOCK_N) exact INT4 codes, K along axis 0: bf16/fp16 with ASM, float32 without. A word's 8 codes
+    come out along a new last axis (in the thread that holds the word), and the permute that puts them on the K axis
+    only relabels that thread's registers."""
     if ASM:
-        w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w)   # each word 8x in place
-        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
+        w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w)   # each word 8x, on new minor axes
+        w = tl.reshape(w, (BLOCK_K // 8, BLOCK_N, 8))
         if F16: c = tl.inline_asm_elementwise(_W4_ASM_F16, _C8, [w], dtype=tl.float16, is_pure=True, pack=8)
         else: c = tl.inline_asm_elementwise(_W4_ASM, _C8, [w], dtype=tl.bfloat16, is_pure=True, pack=8)
+        c = tl.reshape(tl.permute(c, (0, 2, 1)), (BLOCK_K, BLOCK_N))
     else:
         j = tl.arange(0, BLOCK_K) % 8
-        c = (((w >> (4 * ((j >> 1) + 4 * (j & 1)))[None, :]) & 0xF) - 8).to(tl.float32)
+        c = (((w >> (4 * ((j >> 1) + 4 * (j & 1)))[:, None]) & 0xF) - 8).to(tl.float32)
     return c
 
 @_jit
@@ -543,8 +557,8 @@ def _b1_signs(b_rows,      # (BLOCK_N, 1) pointers to the rows' first sign word 
 @_jit(do_not_specialize=['M', 'SPLIT_K'])   # one compile serves every M and split; N, K stay specialized (alignment)
 def _w4a16_tc_kernel(
     x_ptr,        # (M, K) activations, row-major contiguous
-    w_ptr,        # (N, K//8) int32 packed weight, *kernel layout* (`w4a16_to_kernel_layout`)
-    s_ptr,        # (N, K//GROUP) weight_scale
+    w_ptr,        # (N, K//8) int32 packed weight, *kernel layout* (`w4a16_to_kernel_layout`: row tiles of 4)
+    s_ptr,        # (N, K//GROUP) weight_scale, *kernel layout* (`w4a16_scale_to_kernel_layout`)
     y_ptr,        # (M, N) output, x's dtype
     ws_ptr,       # (SPLIT_K, M, N) float32 split-K workspace
     lock_ptr,     # (cdiv(M, BLOCK_M) * cdiv(N, BLOCK_N),) int32 arrival counters
@@ -552,8 +566,8 @@ def _w4a16_tc_kernel(
     KW,           # K // 8 words per weight row
     SPLIT_K,      # programs per output tile along K (grid axis 1)
     GROUP: tl.constexpr,    # input columns per scale
-    BLOCK_M: tl.constexpr,  # activation rows per program (>= 16)
-    BLOCK_N: tl.constexpr,  # output features per program (the MMA's M side; 64 per warpgroup)
+    BLOCK_M: tl.constexpr,  # activation rows per program (>= 16: the MMA's M side)
+    BLOCK_N: tl.constexpr,  # output features per program (a multiple of 4)
     BLOCK_K: tl.constexpr,  # input columns per step; divides GROUP
     ASM: tl.constexpr,      # unpack with inline PTX (GPU) / integer ops (interpreter)
     F16: tl.constexpr,      # fp16 activations (else bf16)
@@ -562,31 +576,30 @@ def _w4a16_tc_kernel(
     PDL: tl.constexpr = False,  # launched with programmatic dependent launch (`pdl_on`): see `_pdl_wait`
 ):
     pid_n, pid_k, pid_m = tl.program_id(0), tl.program_id(1), tl.program_id(2)
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    n0, j = pid_n * BLOCK_N, tl.arange(0, BLOCK_N)
+    rn = n0 + j; nmask = rn < N
     rm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M); mmask = rm < M
     rk = tl.arange(0, BLOCK_K)
-    n0, j = pid_n * BLOCK_N, tl.arange(0, BLOCK_N)
-    s_rows = s_ptr + rn.to(tl.int64) * (K // GROUP)
-    x_cols = x_ptr + rm[None, :].to(tl.int64) * K
+    x_rows = x_ptr + rm[:, None].to(tl.int64) * K
     t0, t1 = _k_range(pid_k, K, SPLIT_K, BLOCK_K)
-    acc = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     # the next tile's words are loaded into registers while this one is unpacked (with num_stages = 1 this is the
     # only prefetch and the words skip shared memory; with more stages Triton also pipelines it through cp.async)
-    w_nxt = _w4_load(w_ptr, n0, j, t0 * BLOCK_K, nmask[:, None] & ((rn * 0 + t0) < t1)[:, None], KW, N, BLOCK_K, ASM, EVEN4)
+    w_nxt = _w4t_load(w_ptr, n0, j, t0 * BLOCK_K, nmask[None, :] & ((j * 0 + t0) < t1)[None, :], KW, N, BLOCK_K, ASM, EVEN4)
     _pdl_wait(PDL)   # (under PDL the first tile's words are in flight before the wait for x)
     for t in range(t0, t1):
         k0 = t * BLOCK_K
         w = w_nxt
-        w_nxt = _w4_load(w_ptr, n0, j, k0 + BLOCK_K, nmask[:, None] & ((rn * 0 + t + 1) < t1)[:, None], KW, N, BLOCK_K, ASM, EVEN4)
-        xt = tl.load(x_cols + (k0 + rk)[:, None], mask=mmask[None, :], other=0.0)    # (BLOCK_K, BLOCK_M)
-        s = tl.load(s_rows + k0 // GROUP, mask=nmask, other=0.0).to(tl.float32)
-        c = _w4_codes(w, BLOCK_N, BLOCK_K, ASM, F16)                                   # exact codes
-        if DOT_F32: part = tl.dot(c.to(tl.float32), xt.to(tl.float32), input_precision='ieee')
-        else: part = tl.dot(c, xt)
-        acc += s[:, None] * part
+        w_nxt = _w4t_load(w_ptr, n0, j, k0 + BLOCK_K, nmask[None, :] & ((j * 0 + t + 1) < t1)[None, :], KW, N, BLOCK_K, ASM, EVEN4)
+        xt = tl.load(x_rows + (k0 + rk)[None, :], mask=mmask[:, None], other=0.0)            # (BLOCK_M, BLOCK_K)
+        s = tl.load(s_ptr + _w4_off(n0, j, k0 // GROUP, K // GROUP, N, EVEN4), mask=nmask, other=0.0).to(tl.float32)
+        c = _w4_codes_t(w, BLOCK_N, BLOCK_K, ASM, F16)                                         # exact codes (BLOCK_K, BLOCK_N)
+        if DOT_F32: part = tl.dot(xt.to(tl.float32), c.to(tl.float32), input_precision='ieee')
+        else: part = tl.dot(xt, c)
+        acc += part * s[None, :]
     _pdl_launch(PDL)
-    offs = rm[None, :] * N + rn[:, None]
-    _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
+    offs = rm[:, None] * N + rn[None, :]
+    _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, mmask[:, None] & nmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
 @_jit(do_not_specialize=['M', 'SPLIT_K'])
@@ -629,15 +642,15 @@ def _bcq_tc_kernel(
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
 @_jit
-def _w4a16_dequant_kl_kernel(w_ptr, s_ptr, out_ptr, N, K, KW,   # kernel-layout weight, scales, (N, K) output
+def _w4a16_dequant_kl_kernel(w_ptr, s_ptr, out_ptr, N, K, KW,   # kernel-layout weight and scales, (N, K) output
                              GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr, EVEN4: tl.constexpr):
-    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
-    k0 = tl.program_id(1) * BLOCK_K; rk = k0 + tl.arange(0, BLOCK_K)
-    rows = rn[:, None].to(tl.int64)
-    w = _w4_load(w_ptr, tl.program_id(0) * BLOCK_N, tl.arange(0, BLOCK_N), k0, nmask[:, None], KW, N, BLOCK_K, ASM, EVEN4)
-    c = _w4_codes(w, BLOCK_N, BLOCK_K, ASM, False).to(tl.float32)
-    s = tl.load(s_ptr + rows * (K // GROUP) + (rk // GROUP)[None, :], mask=nmask[:, None], other=0.0)
-    tl.store(out_ptr + rows * K + rk[None, :], (c * s.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=nmask[:, None])
+    n0, j = tl.program_id(0) * BLOCK_N, tl.arange(0, BLOCK_N)
+    rn = n0 + j; nmask = rn < N
+    rk = tl.program_id(1) * BLOCK_K + tl.arange(0, BLOCK_K)
+    w = _w4t_load(w_ptr, n0, j, tl.program_id(1) * BLOCK_K, nmask[None, :], KW, N, BLOCK_K, ASM, EVEN4)
+    c = _w4_codes_t(w, BLOCK_N, BLOCK_K, ASM, False).to(tl.float32)                             # (BLOCK_K, BLOCK_N)
+    s = tl.load(s_ptr + _w4_off(n0, j[None, :], (rk // GROUP)[:, None], K // GROUP, N, EVEN4), mask=nmask[None, :], other=0.0)
+    tl.store(out_ptr + rn[None, :].to(tl.int64) * K + rk[:, None], (c * s.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=nmask[None, :])
 
 @_jit
 def _bcq_dequant_kl_kernel(b_ptr, a_ptr, out_ptr, N, K, Q, KW,  # kernel-layout signs, α, (N, K) output
@@ -762,43 +775,41 @@ def _x_full(ptr, E: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexp
 def _w4_mv3_wload(w_ptr, s_ptr,
                   c,        # chunk index (CKW words per chunk)
                   n0, j,    # rows n0 + j (n0 a multiple of 4)
-                  nmask, N, K, KW,
-                  rw,       # (G, WPG) word offsets inside a chunk
-                  CKW: tl.constexpr, GROUP: tl.constexpr, G: tl.constexpr, WPG: tl.constexpr,
-                  EVEN4: tl.constexpr, EVEN_N: tl.constexpr):
-    "Chunk c's words (G, WPG, BLOCK_N) — one 16-byte load is a word of 4 rows — and scales (G, BLOCK_N)."
-    wp = w_ptr + _w4_off(n0, j[None, None, :], (c * CKW + rw)[:, :, None], KW, N, EVEN4)
-    sp = s_ptr + (n0 + j)[None, :].to(tl.int64) * (K // GROUP) + (((c * CKW + tl.arange(0, G) * WPG) * 8) // GROUP)[:, None]
+                  nmask, N, KW, KG,   # KG = K // GROUP scales per row
+                  CKW: tl.constexpr, GROUP: tl.constexpr, EVEN4: tl.constexpr, EVEN_N: tl.constexpr):
+    "Chunk c's words and their scales, (CKW, BLOCK_N) each: one 16-byte load is a word of 4 rows, one 8-byte load their scales."
+    kw = (c * CKW + tl.arange(0, CKW))[:, None]
+    wp = w_ptr + _w4_off(n0, j[None, :], kw, KW, N, EVEN4)
+    sp = s_ptr + _w4_off(n0, j[None, :], (kw * 8) // GROUP, KG, N, EVEN4)
     if EVEN_N:
         w = tl.load(wp, eviction_policy='evict_first'); s = tl.load(sp)
     else:
-        w = tl.load(wp, mask=nmask[None, None, :], other=0, eviction_policy='evict_first')
-        s = tl.load(sp, mask=nmask[None, :], other=0.0)
+        w = tl.load(wp, mask=nmask[None, :], other=0, eviction_policy='evict_first'); s = tl.load(sp, mask=nmask[None, :], other=0.0)
     return w, s
 
 @_jit
-def _w4_mv3_xload(x_ptr, c, rw, CKW: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
-    "Chunk c's pre-scaled activations, (G, WPG) each, in the slot order of `_w4_mv3_math`: columns (0,2) (4,6) (1,3) (5,7)."
-    xb = x_ptr + (c * CKW + rw) * 8
+def _w4_mv3_xload(x_ptr, c, CKW: tl.constexpr, XBF16: tl.constexpr, UOFF, SWIGLU: tl.constexpr):
+    "Chunk c's pre-scaled activations, (CKW,) each, in the slot order of `_w4_mv3_math`: columns (0,2) (4,6) (1,3) (5,7) of each word."
+    xb = x_ptr + (c * CKW + tl.arange(0, CKW)) * 8
     return (_x_full(xb + 0, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 2, 4, XBF16, UOFF, SWIGLU), _x_full(xb + 4, 8, XBF16, UOFF, SWIGLU),
             _x_full(xb + 6, 4, XBF16, UOFF, SWIGLU), _x_full(xb + 1, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 3, 4, XBF16, UOFF, SWIGLU),
             _x_full(xb + 5, 8, XBF16, UOFF, SWIGLU), _x_full(xb + 7, 4, XBF16, UOFF, SWIGLU))
 
 @_jit
 def _w4_mv3_math(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE):
-    "acc (G, WPG, BLOCK_N) + Σ code·x of each word (four shifts, a LOP3 and an FFMA per nibble), times its group's scale."
+    "acc (CKW, BLOCK_N) + Σ code·x of each word (four shifts, a LOP3 and an FFMA per nibble), times its scale."
     corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)   # Σ (F + 8) x with F x = x', F = 256 | 16
-    p = _w4_pair(w << 15, xe0[:, :, None], xo0[:, :, None], -corr[:, :, None], MLO, MHI, ONE)
-    p = _w4_pair(w << 7, xe1[:, :, None], xo1[:, :, None], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 1, xe2[:, :, None], xo2[:, :, None], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 9, xe3[:, :, None], xo3[:, :, None], p, MLO, MHI, ONE)   # (arithmetic shift: the sign fill is masked off)
-    return acc + p * s.to(tl.float32)[:, None, :]
+    p = _w4_pair(w << 15, xe0[:, None], xo0[:, None], -corr[:, None], MLO, MHI, ONE)
+    p = _w4_pair(w << 7, xe1[:, None], xo1[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 1, xe2[:, None], xo2[:, None], p, MLO, MHI, ONE)
+    p = _w4_pair(w >> 9, xe3[:, None], xo3[:, None], p, MLO, MHI, ONE)   # (arithmetic shift: the sign fill is masked off)
+    return acc + p * s.to(tl.float32)
 
 @_jit(do_not_specialize=['SPLIT_K', 'MLO', 'MHI', 'ONE'])
 def _w4a16_mv3_kernel(
     x_ptr,        # (K,) activations, contiguous (SWIGLU: a fused (2K,) [gate | up] row)
     w_ptr,        # (N, K//8) int32 packed weight, *kernel layout* (nibbles permuted, rows in tiles of 4)
-    s_ptr,        # (N, K//GROUP) weight_scale
+    s_ptr,        # (N, K//GROUP) weight_scale, *kernel layout* (row tiles of 4)
     y_ptr,        # (N,) output, x's dtype
     ws_ptr,       # (SPLIT_K, N) float32 split-K workspace
     lock_ptr,     # (cdiv(N, BLOCK_N),) int32 arrival counters
@@ -809,9 +820,7 @@ def _w4a16_mv3_kernel(
     UOFF,                   # SWIGLU: offset of `up` in the fused row (K); else unused
     GROUP: tl.constexpr,    # input columns per scale
     BLOCK_N: tl.constexpr,  # output rows per program, a multiple of 4
-    CKW: tl.constexpr,      # words per chunk (a power of two: CKW * 8 divides GROUP or is a multiple of it)
-    G: tl.constexpr,        # scale groups per chunk: max(CKW * 8 // GROUP, 1)
-    WPG: tl.constexpr,      # words per group and chunk: min(CKW * 8, GROUP) // 8
+    CKW: tl.constexpr,      # words per chunk (a power of two)
     NCH: tl.constexpr,      # 1..12: exactly NCH chunks per program (K = NCH * SPLIT_K chunks), all loaded before the
                             # first is computed; 0: a runtime loop over the slice of `_k_range`
     XBF16: tl.constexpr,    # bf16 activations (see `_x_full`)
@@ -822,36 +831,36 @@ def _w4a16_mv3_kernel(
 ):
     pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
     n0, j = pid_n * BLOCK_N, tl.arange(0, BLOCK_N); nmask = n0 + j < N
-    rw = tl.arange(0, G)[:, None] * WPG + tl.arange(0, WPG)[None, :]
-    acc = tl.zeros((G, WPG, BLOCK_N), dtype=tl.float32)
+    KG = K // GROUP
+    acc = tl.zeros((CKW, BLOCK_N), dtype=tl.float32)
     tl.static_assert(NCH <= 12)
     if NCH > 0:   # every chunk's words and scales in flight first (before the wait for x under PDL) ...
         c0 = pid_k * NCH
-        w0, s0 = _w4_mv3_wload(w_ptr, s_ptr, c0, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 1: w1, s1 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 1, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 2: w2, s2 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 2, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 3: w3, s3 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 3, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 4: w4, s4 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 4, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 5: w5, s5 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 5, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 6: w6, s6 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 6, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 7: w7, s7 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 7, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 8: w8, s8 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 8, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 9: w9, s9 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 9, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 10: wa, sa = _w4_mv3_wload(w_ptr, s_ptr, c0 + 10, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-        if NCH > 11: wb, sb = _w4_mv3_wload(w_ptr, s_ptr, c0 + 11, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
+        w0, s0 = _w4_mv3_wload(w_ptr, s_ptr, c0, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 1: w1, s1 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 1, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 2: w2, s2 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 2, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 3: w3, s3 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 3, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 4: w4, s4 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 4, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 5: w5, s5 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 5, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 6: w6, s6 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 6, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 7: w7, s7 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 7, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 8: w8, s8 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 8, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 9: w9, s9 = _w4_mv3_wload(w_ptr, s_ptr, c0 + 9, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 10: wa, sa = _w4_mv3_wload(w_ptr, s_ptr, c0 + 10, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+        if NCH > 11: wb, sb = _w4_mv3_wload(w_ptr, s_ptr, c0 + 11, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
         _pdl_wait(PDL)   # ... then every chunk's activations (8 registers per word column a thread holds) ...
-        x0 = _w4_mv3_xload(x_ptr, c0, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 1: x1 = _w4_mv3_xload(x_ptr, c0 + 1, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 2: x2 = _w4_mv3_xload(x_ptr, c0 + 2, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 3: x3 = _w4_mv3_xload(x_ptr, c0 + 3, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 4: x4 = _w4_mv3_xload(x_ptr, c0 + 4, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 5: x5 = _w4_mv3_xload(x_ptr, c0 + 5, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 6: x6 = _w4_mv3_xload(x_ptr, c0 + 6, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 7: x7 = _w4_mv3_xload(x_ptr, c0 + 7, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 8: x8 = _w4_mv3_xload(x_ptr, c0 + 8, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 9: x9 = _w4_mv3_xload(x_ptr, c0 + 9, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 10: xa = _w4_mv3_xload(x_ptr, c0 + 10, rw, CKW, XBF16, UOFF, SWIGLU)
-        if NCH > 11: xb = _w4_mv3_xload(x_ptr, c0 + 11, rw, CKW, XBF16, UOFF, SWIGLU)
+        x0 = _w4_mv3_xload(x_ptr, c0, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 1: x1 = _w4_mv3_xload(x_ptr, c0 + 1, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 2: x2 = _w4_mv3_xload(x_ptr, c0 + 2, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 3: x3 = _w4_mv3_xload(x_ptr, c0 + 3, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 4: x4 = _w4_mv3_xload(x_ptr, c0 + 4, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 5: x5 = _w4_mv3_xload(x_ptr, c0 + 5, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 6: x6 = _w4_mv3_xload(x_ptr, c0 + 6, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 7: x7 = _w4_mv3_xload(x_ptr, c0 + 7, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 8: x8 = _w4_mv3_xload(x_ptr, c0 + 8, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 9: x9 = _w4_mv3_xload(x_ptr, c0 + 9, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 10: xa = _w4_mv3_xload(x_ptr, c0 + 10, CKW, XBF16, UOFF, SWIGLU)
+        if NCH > 11: xb = _w4_mv3_xload(x_ptr, c0 + 11, CKW, XBF16, UOFF, SWIGLU)
         acc = _w4_mv3_math(acc, w0, s0, *x0, MLO, MHI, ONE)   # ... and the chunks computed in order, as they arrive
         if NCH > 1: acc = _w4_mv3_math(acc, w1, s1, *x1, MLO, MHI, ONE)
         if NCH > 2: acc = _w4_mv3_math(acc, w2, s2, *x2, MLO, MHI, ONE)
@@ -868,10 +877,10 @@ def _w4a16_mv3_kernel(
         t0, t1 = _k_range(pid_k, K, SPLIT_K, CKW * 8)
         _pdl_wait(PDL)
         for c in range(t0, t1):
-            w, s = _w4_mv3_wload(w_ptr, s_ptr, c, n0, j, nmask, N, K, KW, rw, CKW, GROUP, G, WPG, EVEN4, EVEN_N)
-            acc = _w4_mv3_math(acc, w, s, *_w4_mv3_xload(x_ptr, c, rw, CKW, XBF16, UOFF, SWIGLU), MLO, MHI, ONE)
+            w, s = _w4_mv3_wload(w_ptr, s_ptr, c, n0, j, nmask, N, KW, KG, CKW, GROUP, EVEN4, EVEN_N)
+            acc = _w4_mv3_math(acc, w, s, *_w4_mv3_xload(x_ptr, c, CKW, XBF16, UOFF, SWIGLU), MLO, MHI, ONE)
     _pdl_launch(PDL)
-    _splitk_epilogue(tl.sum(tl.sum(acc, axis=1), axis=0), y_ptr, ws_ptr, lock_ptr, n0 + j, nmask, pid_n, pid_k, N, SPLIT_K)
+    _splitk_epilogue(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, n0 + j, nmask, pid_n, pid_k, N, SPLIT_K)
 
 
 # %% ../nbs/15_kernels.ipynb #fe9df1a7
@@ -913,7 +922,7 @@ def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=Fal
     beyond; compressed-tensors layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
     if M > (64 if kl else 16): return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
     if kl and M == 1 and fmt == 'w4a16':   # mv3: whole rows per program (round 6 of scripts/kernel_sweep.py)
-        bn, bk = (8, 512) if N >= 8192 else (4, 1024 if K >= 4096 else 512)
+        bn, bk = 4, 1024 if K >= 4096 else 512   # (8 rows per program spilled registers on the H200, round 7: 17 µs vs 8.2)
         bk = _fit_block_k(bk, K, group, False)
         chunks = K // bk
         split = 1   # split K (evenly) until there are ~2 programs per SM and <= 12 chunks per program, if it can
@@ -1021,7 +1030,7 @@ def _launch_matvec(fmt, x, w, s, M, N, K, group, Q, cfg:KernelConfig, swiglu:boo
     elif cfg.kernel == 'mv3':   # chunks of block_k columns: unrolled when each program gets <= 12 of them, else a loop
         chunks = K // bk
         nch = chunks // cfg.split_k if chunks % cfg.split_k == 0 and chunks // cfg.split_k <= 12 else 0
-        meta.update(num_stages=1, G=max(bk // group, 1), WPG=min(bk, group) // 8)
+        meta.update(num_stages=1)
         del meta['BLOCK_K']
         _w4a16_mv3_kernel[(grid[0] * grid[1],)](x, w, s, y, ws, locks, N, K, K // 8, cfg.split_k, *_MV_MASKS, K if swiglu else 0,
                                                 CKW=bk // 8, NCH=nch, XBF16=x.dtype == torch.bfloat16 and not _INTERPRET,
@@ -1176,10 +1185,12 @@ class W4A16Linear(nn.Module):
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
         destination[prefix + 'weight_packed'] = w4a16_from_kernel_layout(self.weight_packed)   # compressed-tensors bits
+        destination[prefix + 'weight_scale'] = w4a16_scale_from_kernel_layout(self.weight_scale)
 
     def _load_from_state_dict(self, state_dict, prefix, *args):
-        k = prefix + 'weight_packed'
+        k, ks = prefix + 'weight_packed', prefix + 'weight_scale'
         if k in state_dict: state_dict = {**state_dict, k: w4a16_to_kernel_layout(state_dict[k])}
+        if ks in state_dict: state_dict = {**state_dict, ks: w4a16_scale_to_kernel_layout(state_dict[ks])}
         super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, bias={self.bias is not None}'
@@ -1196,7 +1207,7 @@ class W4A16Linear(nn.Module):
         "Build from INT4 codes and per-group scales."
         N, K = codes.shape
         m = cls(K, N, bias is not None, _group_of(K, scales.shape[1], None, 'scales'), scales.dtype, codes.device)
-        m.weight_packed.copy_(w4a16_to_kernel_layout(pack_int4(codes))); m.weight_scale.copy_(scales)
+        m.weight_packed.copy_(w4a16_to_kernel_layout(pack_int4(codes))); m.weight_scale.copy_(w4a16_scale_to_kernel_layout(scales))
         if bias is not None: m.bias.copy_(bias)
         return m
 
@@ -1295,7 +1306,7 @@ def _candidates(fmt:str, M:int, K:int, group:int, kl:bool=False, N:int=4096, dty
     "A few configs per kernel family worth timing (`kl`: weight in the kernel layout), the current pick for the shape first."
     if kl and M == 1:   # CUDA-core mat-vec (W4A16 mv3: rows x chunk columns; BCQ mv, num_stages: 1 plain loop, >= 3 Triton pipelining), one tensor-core config
         base = ([KernelConfig('mv3', bn, bk, 1, nw, 1) for bn, bk, nw in
-                 [(4, 512, 1), (4, 512, 2), (8, 512, 2), (8, 512, 4), (16, 512, 4), (4, 1024, 2), (4, 1024, 4), (8, 1024, 4), (4, 256, 1), (8, 256, 2)]]
+                 [(4, 512, 1), (4, 512, 2), (4, 256, 1), (4, 256, 2), (4, 1024, 2), (4, 1024, 4), (16, 512, 4), (16, 256, 4), (8, 256, 2)]]
                 if fmt == 'w4a16' else
                 [KernelConfig('mv', bn, bk, 1, nw, st) for bn, bk, nw, st in
                  [(64, 512, 8, 1), (32, 512, 4, 1), (64, 256, 4, 1), (64, 128, 8, 1), (64, 256, 4, 3), (32, 512, 4, 3)]])
@@ -1514,8 +1525,8 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
             res['skipped'].append(names); say(f'time budget spent: skipping {names}'); continue
         torch.manual_seed(0)
         w4, s4 = pack_int4(torch.randint(-8, 8, (N, K), device=dev)), (torch.rand(N, K // group, device=dev) * 0.01 + 1e-3).to(dt)
-        w4k = w4a16_to_kernel_layout(w4)
-        wbf = w4a16_dequantize_triton(w4k, s4, dt, kernel_layout=True)
+        w4k, s4k = w4a16_to_kernel_layout(w4), w4a16_scale_to_kernel_layout(s4)
+        wbf = w4a16_dequantize_triton(w4k, s4k, dt, kernel_layout=True)
         try: tg = _tinygemm(w4, s4, group)
         except Exception as e: tg = None; say(f'tinygemm unavailable: {e}')
         del w4
@@ -1524,7 +1535,7 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
         for M in Ms:
             if tune_rep and M <= 64:
                 mb = _m_bucket(M)
-                for fmt, (w, s) in [('w4a16', (w4k, s4)), ('bcq', bcq[3 if 3 in bcq else planes[0]])]:
+                for fmt, (w, s) in [('w4a16', (w4k, s4k)), ('bcq', bcq[3 if 3 in bcq else planes[0]])]:
                     if (fmt, True, mb, N, K, group, str(dt)) in _TUNED: continue
                     xt = torch.randn(mb, K, device=dev, dtype=dt)
                     try: best, times, errs = tune(fmt, xt, w, s, tune_rep, kernel_layout=True)
@@ -1532,7 +1543,7 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                     tuned[f'{fmt} M<={mb} {N}x{K}'] = dict(best=asdict(best), best_us=times[best], checked=len(errs),
                                                           max_rel_err=max(errs.values()), timed=len(times))
             x = torch.randn(M, K, device=dev, dtype=dt)
-            fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4k, s4, kernel_layout=True)}
+            fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4k, s4k, kernel_layout=True)}
             if tg is not None: fns['tinygemm'] = lambda: torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1])
             for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q], kernel_layout=True))
             timers = [('', 'memset')] + ([('@cleanL2', 'read')] if any(n.split('/')[1] in clean_l2 for n in names) else [])
@@ -1549,8 +1560,8 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
         if tg is not None:   # is tinygemm computing the same product as our kernels?
             x = torch.randn(1, K, device=dev, dtype=dt)
             res.setdefault('tinygemm_rel_err', {})[f'{N}x{K}'] = rel_error(torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1]),
-                                                                            w4a16_mm_ref(x, w4k, s4, kernel_layout=True))
-        del s4, w4k, wbf, tg, bcq
+                                                                            w4a16_mm_ref(x, w4k, s4k, kernel_layout=True))
+        del s4, s4k, w4k, wbf, tg, bcq
         torch.cuda.empty_cache()
         if checkpoint: checkpoint(res)
     return res
