@@ -113,11 +113,6 @@ def fuse_linears(mods:list, # linears sharing one input, in output order
     else:
         f = BCQ(mods[0].in_features, sum(ns), mods[0].planes, mods[0].bias is not None, mods[0].group_size, mods[0].weight_alpha.dtype, mods[0].weight_signs.device)
         names, dim = ('weight_signs', 'weight_alpha', 'bias'), 1
-    if kind is W4 and any(n % 4 for n in ns):   # row tiles of the kernel layout would straddle the parts: re-tile
-        from effqwen.kernels import w4a16_to_kernel_layout, w4a16_from_kernel_layout, w4a16_scale_to_kernel_layout, w4a16_scale_from_kernel_layout
-        f.weight_packed = w4a16_to_kernel_layout(torch.cat([w4a16_from_kernel_layout(m.weight_packed) for m in mods]))
-        f.weight_scale = w4a16_scale_to_kernel_layout(torch.cat([w4a16_scale_from_kernel_layout(m.weight_scale) for m in mods]))
-        names, share = ('bias',), False
     for name in names:
         if getattr(mods[0], name) is None: continue
         d = 0 if name == 'bias' else dim

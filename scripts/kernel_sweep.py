@@ -30,41 +30,13 @@ if CPU: os.environ.setdefault('TRITON_INTERPRET', '1')
 import triton, triton.language as tl
 import torch.nn.functional as F
 from effqwen import kernels as Kn
-from effqwen.kernels import _w4_pair, _splitk_epilogue, _k_range, KernelConfig, _W4_ASM, _W4_ASM_F16, _C8
+from effqwen.kernels import _w4_mv_tile, _w4_pair, _splitk_epilogue, _k_range, _w4_codes, KernelConfig
 from effqwen.core import rel_error
 
 INTERP = os.environ.get('TRITON_INTERPRET', '0') == '1'
 
 # ----------------------------------------------------------------------------------------------------------------
 # candidate kernels
-
-@triton.jit
-def _w4_codes(w,          # words from `_w4_load`
-              BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-              ASM: tl.constexpr,   # inline PTX (GPU) or integer ops (interpreter)
-              F16: tl.constexpr,   # fp16 instead of bf16 codes
-             ):
-    "(BLOCK_N, BLOCK_K) exact INT4 codes: bf16/fp16 with ASM, float32 without."
-    if ASM:
-        w = tl.join(w, w); w = tl.join(w, w); w = tl.join(w, w)   # each word 8x in place
-        w = tl.reshape(w, (BLOCK_N, BLOCK_K))
-        if F16: c = tl.inline_asm_elementwise(_W4_ASM_F16, _C8, [w], dtype=tl.float16, is_pure=True, pack=8)
-        else: c = tl.inline_asm_elementwise(_W4_ASM, _C8, [w], dtype=tl.bfloat16, is_pure=True, pack=8)
-    else:
-        j = tl.arange(0, BLOCK_K) % 8
-        c = (((w >> (4 * ((j >> 1) + 4 * (j & 1)))[None, :]) & 0xF) - 8).to(tl.float32)
-    return c
-
-
-@triton.jit
-def _w4_mv_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE):
-    "acc + a (rows, G, WPG) tile's Σ code·x per word, times the group's scale (the library's mv/mv2 arithmetic until session 11)."
-    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
-    p = _w4_pair(w << 15, xe0[None, :, :], xo0[None, :, :], -corr[None, :, :], MLO, MHI, ONE)
-    p = _w4_pair(w << 7, xe1[None, :, :], xo1[None, :, :], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 1, xe2[None, :, :], xo2[None, :, :], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 9, xe3[None, :, :], xo3[None, :, :], p, MLO, MHI, ONE)
-    return acc + p * s.to(tl.float32)[:, :, None]
 
 @triton.jit
 def _xs(ptr, E: tl.constexpr, XBF16: tl.constexpr):
@@ -533,11 +505,8 @@ def _w4_mvT(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO
 
 @triton.jit
 def _w4C_load(w_ptr, s_ptr, x_ptr, kw0, rn, nmask, N, base, RS,
-              CKW: tl.constexpr, GROUP: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_N: tl.constexpr, XBF16: tl.constexpr,
-              SROW: tl.constexpr = False, KG = 1):
+              CKW: tl.constexpr, GROUP: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_N: tl.constexpr, XBF16: tl.constexpr):
     w, s = _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, 0, base, RS, CKW, GROUP, EVEN_N, BLOCK_N)
-    if SROW:   # round 7: row-major (N, K/GROUP) scales instead of transposed ones
-        s = tl.load(s_ptr + rn[None, :].to(tl.int64) * KG + (((kw0 + tl.arange(0, CKW)) * 8) // GROUP)[:, None])
     xb = x_ptr + (kw0 + tl.arange(0, CKW)) * 8
     return (w, s, _xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
             _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16))
@@ -557,24 +526,23 @@ def _w4C_math(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE, 
 def _w4_mvC(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
             GROUP: tl.constexpr, BLOCK_N: tl.constexpr,
             CKW: tl.constexpr, NCH: tl.constexpr,   # the slice: NCH (1..12) chunks of CKW words
-            XBF16: tl.constexpr, EVEN_N: tl.constexpr, LOADONLY: tl.constexpr, SROW: tl.constexpr = False):
+            XBF16: tl.constexpr, EVEN_N: tl.constexpr, LOADONLY: tl.constexpr):
     pid_n, pid_k = tl.program_id(0) // SPLIT_K, tl.program_id(0) % SPLIT_K
     rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
     base = pid_n.to(tl.int64) * BLOCK_N * KW
     k0 = pid_k * (NCH * CKW)
-    KG = K // GROUP
-    c0 = _w4C_load(w_ptr, s_ptr, x_ptr, k0, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 1: c1 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 1 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 2: c2 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 2 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 3: c3 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 3 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 4: c4 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 4 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 5: c5 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 5 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 6: c6 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 6 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 7: c7 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 7 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 8: c8 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 8 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 9: c9 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 9 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 10: c10 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 10 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
-    if NCH > 11: c11 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 11 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16, SROW, KG)
+    c0 = _w4C_load(w_ptr, s_ptr, x_ptr, k0, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 1: c1 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 1 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 2: c2 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 2 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 3: c3 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 3 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 4: c4 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 4 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 5: c5 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 5 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 6: c6 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 6 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 7: c7 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 7 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 8: c8 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 8 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 9: c9 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 9 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 10: c10 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 10 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
+    if NCH > 11: c11 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 11 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
     acc = _w4C_math(tl.zeros((CKW, BLOCK_N), dtype=tl.float32), *c0, MLO, MHI, ONE, LOADONLY)
     if NCH > 1: acc = _w4C_math(acc, *c1, MLO, MHI, ONE, LOADONLY)
     if NCH > 2: acc = _w4C_math(acc, *c2, MLO, MHI, ONE, LOADONLY)
@@ -589,16 +557,15 @@ def _w4_mvC(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO
     if NCH > 11: acc = _w4C_math(acc, *c11, MLO, MHI, ONE, LOADONLY)
     _splitk_epilogue(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
-def w4_C(x, wt, st, bn, split, nw, ckw, loadonly=0, srow=None):
-    "srow: the row-major (N, K/GROUP) scales to read instead of `st` (round 7)."
+def w4_C(x, wt, st, bn, split, nw, ckw, loadonly=0):
     "Round 6c launcher: tiled transposed weight (`to_T(.., bn)`), slices of KW/split words in chunks of ckw."
     M, K = x.shape; KW, N = wt.shape; group = K // st.shape[0]
     if KW % split or (KW // split) % ckw or not 1 <= (KW // split) // ckw <= 12 or N % bn: raise ValueError('bad tiling')
     y = torch.empty(1, N, dtype=Kn._store_dtype(x.dtype), device=x.device)
     ws, locks = _bufs(split, 1, N, x.device, bn)
-    _w4_mvC[(N // bn * split,)](x, wt, st if srow is None else srow, y, ws if ws is not None else y, locks, N, K, KW, split, *Kn._MV_MASKS,
+    _w4_mvC[(N // bn * split,)](x, wt, st, y, ws if ws is not None else y, locks, N, K, KW, split, *Kn._MV_MASKS,
         GROUP=group, BLOCK_N=bn, CKW=ckw, NCH=(KW // split) // ckw, XBF16=x.dtype == torch.bfloat16 and not INTERP,
-        EVEN_N=True, LOADONLY=bool(loadonly), SROW=srow is not None, num_warps=nw, num_stages=1)
+        EVEN_N=True, LOADONLY=bool(loadonly), num_warps=nw, num_stages=1)
     return y.to(x.dtype)
 
 def C_configs(N, K, cpu=False):
@@ -809,8 +776,7 @@ def make_data(N, K, M, dev, dt, group=128, Q=3, seed=0):
     a = ((torch.rand(Q, N, K // group, generator=g, device=dev) * 0.01) / 2 ** torch.arange(Q, device=dev)[:, None, None]).to(dt)
     x = torch.randn(M, K, generator=g, device=dev).to(dt)
     _DATA.clear()
-    w4kt = Kn.w4a16_to_kernel_layout(w4)   # the library's layout (row tiles of 4 since session 11)
-    _DATA[key] = d = dict(x=x, w4=w4, w4kt=w4kt, w4k=Kn._tile_rows(w4kt, inverse=True), s4=s4, s4kt=Kn.w4a16_scale_to_kernel_layout(s4), b=b, bk=Kn.bcq_to_kernel_layout(b), a=a)
+    _DATA[key] = d = dict(x=x, w4=w4, w4k=Kn.w4a16_to_kernel_layout(w4), s4=s4, b=b, bk=Kn.bcq_to_kernel_layout(b), a=a)
     return d
 
 def _blk(d, bn, bk):
@@ -861,9 +827,9 @@ def candidates(N, K, M, cpu=False):
     add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
     kt = lambda bk: K // bk if K % bk == 0 else 0
     if not cpu:
-        add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4kt'], d['s4kt'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+        add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
         add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
-    add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], kernel_layout=True)))
+    add('w4a16 current', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
     add('bcq3 current', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
         for bn, sp, nw, tiled in T_configs(N, K, cpu):   # round 6
@@ -872,14 +838,6 @@ def candidates(N, K, M, cpu=False):
             if not cpu and (N, K) == (9216, 2560) and nw == 4 and not tiled:
                 add(f"loadonly T {bn} sk{sp} w{nw}", 'floor_T', 'none',
                     lambda d, a=(bn, sp, nw): (lambda wt=_Tw(d): (lambda: w4_T(d['x'], wt[0], wt[1], *a, 0, 1)))())
-        if ONLY and 'r7' in ONLY:   # round 7: from the round-6 candidate to the library's mv3, one difference at a time
-            for bn, sp, nw, ckw in ([(8, 1, 2, 64), (4, 1, 2, 64), (16, 1, 4, 64), (4, 1, 4, 128), (4, 1, 1, 32), (4, 1, 2, 32)] if not cpu else [(4, 1, 1, 16)]):
-                if (K // 8) % (sp * ckw) or N % bn or not 1 <= K // 8 // sp // ckw <= 12: continue
-                add(f"C {bn} sk{sp} w{nw} c{ckw}", 'r7_C', 'w4a16', lambda d, a=(bn, sp, nw, ckw): (lambda wt=_Tw(d, a[0]): (lambda: w4_C(d['x'], wt[0], wt[1], *a)))())
-                add(f"C srow {bn} sk{sp} w{nw} c{ckw}", 'r7_Csrow', 'w4a16',
-                    lambda d, a=(bn, sp, nw, ckw): (lambda wt=_Tw(d, a[0]): (lambda: w4_C(d['x'], wt[0], wt[1], *a, 0, d['s4'])))())
-                c = KernelConfig('mv3', bn, ckw * 8, sp, nw, 1)
-                add(f"lib mv3 {bn} sk{sp} w{nw} k{ckw * 8}", 'r7_lib', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
         for bn, sp, nw, bk in R_configs(N, K, cpu):   # round 6d
             add(f"R {bn} sk{sp} w{nw} k{bk}", 'w4_R', 'w4a16', lambda d, a=(bn, sp, nw, bk): (lambda: w4_R(d['x'], d['w4k'], d['s4'], *a)))
         for bn, sp, nw, ckw in C_configs(N, K, cpu):   # round 6c
@@ -905,7 +863,7 @@ def candidates(N, K, M, cpu=False):
         for bn, bk, nw, st in mv:
             if kt(bk):
                 c = KernelConfig('mv', bn, bk, 1, nw, st)
-                add(f'mv {bn}x{bk} sk1 w{nw} st{st}', 'w4_mv_sk1', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
+                add(f'mv {bn}x{bk} sk1 w{nw} st{st}', 'w4_mv_sk1', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
         for bn, bk, sp, nw in ([(32, 512, 1, 4), (16, 512, 1, 4), (64, 256, 1, 4), (32, 256, 1, 4), (64, 512, 1, 8), (32, 512, 2, 4), (16, 512, 1, 2)] if not cpu else [(16, 128, 1, 4)]):
             if kt(bk):
                 c = KernelConfig('mv', bn, bk, sp, nw, 1)
@@ -926,17 +884,12 @@ def candidates(N, K, M, cpu=False):
         if not cpu and (N, K) == (9216, 2560):
             for bn, bk, nw in [(32, 512, 4), (16, 512, 2), (32, 256, 2)]:
                 add(f"loadonly loop {bn}x{bk} w{nw} sk1", 'floor', 'none', lambda d, a=(bn, bk, nw): (lambda: w4_v2(d['x'], d['w4k'], d['s4'], a[0], a[1], 0, a[2], 0, 1, 0, 1, 1, 1)))
-    elif ONLY and 'r7' in ONLY:   # round 7, M = 16: the library's tc on the row-tiled layout, word tile loaded 2-D or 3-D
-        for bn, bk, sp, nw, st in ([(64, 128, 4, 4, 3), (64, 64, 4, 4, 3), (64, 128, 2, 4, 4), (64, 128, 8, 4, 3)] if not cpu else [(16, 64, 1, 4, 1)]):
-            if K % bk: continue
-            c = KernelConfig('tc', bn, bk, sp, nw, st)
-            add(f"lib tc {bn}x{bk} sk{sp} st{st}", 'r7_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
     else:   # M = 16: tensor-core kernels with small row blocks (no / little split-K), standard and tiled layouts
         for bn, bk, nw, st, sp in ([(64, 64, 4, 4, 4)] + [(bn, bk, nw, st, sp) for bn in (16, 32) for bk in (64, 128) for nw in (2, 4) for st in (3, 4) for sp in (1, 2)]
                                    if not cpu else [(16, 64, 4, 1, 2)]):
             if kt(bk) and sp <= kt(bk):
                 c = KernelConfig('tc', bn, bk, sp, nw, st)
-                add(f'tc {bn}x{bk} sk{sp} w{nw} st{st}', 'w4_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
+                add(f'tc {bn}x{bk} sk{sp} w{nw} st{st}', 'w4_tc', 'w4a16', lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
         for bn, bk, nw, st, sp in ([(64, 64, 4, 4, 4), (32, 64, 4, 3, 1), (32, 128, 4, 3, 1), (16, 128, 4, 3, 1), (32, 64, 4, 4, 2)] if not cpu else [(16, 32, 4, 2, 1)]):
             if kt(bk) and sp <= kt(bk) and N % bn == 0:
                 add(f'tc3 {bn}x{bk} sk{sp} w{nw} st{st} blocked', 'w4_tc3', 'w4a16',
@@ -949,19 +902,19 @@ def final_candidates(N, K, M):
     "Validation run: the library's dispatch (now with mv2) against the baselines, the previous table entry and every mv2 candidate."
     C = []
     add = lambda name, fam, fmt, f: C.append((name, fam, fmt, f))
-    add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4kt'], d['s4kt'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
+    add('bf16', 'base', 'bf16', lambda d: (lambda wb=Kn.w4a16_dequantize_triton(d['w4k'], d['s4'], d['x'].dtype, kernel_layout=True): (lambda: F.linear(d['x'], wb)))())
     add('tinygemm', 'base', 'tinygemm', lambda d: (lambda tg=Kn._tinygemm(d['w4'], d['s4'], 128): (lambda: torch.ops.aten._weight_int4pack_mm(d['x'], tg[0], 128, tg[1])))())
-    add('w4a16 dispatch', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], kernel_layout=True)))
+    add('w4a16 dispatch', 'w4_cur', 'w4a16', lambda d: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], kernel_layout=True)))
     add('bcq3 dispatch', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
         prev = PREV_TABLE.get((N, K))
         if prev is not None:
             add(f'w4a16 previous table {prev.kernel} {prev.block_n}x{prev.block_k} sk{prev.split_k}', 'w4_prev', 'w4a16',
-                lambda d, c=prev: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
+                lambda d, c=prev: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
         for c in Kn._candidates('w4a16', 1, K, 128, True, N):
             if c.kernel == 'mv2':
                 add(f'mv2 {c.block_n}x{c.block_k} sk{c.split_k} w{c.num_warps} st{c.num_stages}', 'w4_mv2', 'w4a16',
-                    lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4kt'], d['s4kt'], config=c, kernel_layout=True)))
+                    lambda d, c=c: (lambda: Kn.w4a16_matmul(d['x'], d['w4k'], d['s4'], config=c, kernel_layout=True)))
     return C
 
 CHECK_SHAPES = ((1000, 2560, 128), (33, 512, 64), (4096, 384, 128), (250, 1024, 32))
@@ -972,7 +925,7 @@ def final_checks(dev='cuda', shapes=CHECK_SHAPES, dtypes=CHECK_DTYPES):
     out = []
     for N, Kd, g in shapes:
         torch.manual_seed(0)
-        w = Kn.pack_int4(torch.randint(-8, 8, (N, Kd), device=dev)); wk = Kn.w4a16_to_kernel_layout(w)   # (the library's layout before session 11)
+        w = Kn.pack_int4(torch.randint(-8, 8, (N, Kd), device=dev)); wk = Kn.w4a16_to_kernel_layout(w)
         for dt in [getattr(torch, d) for d in dtypes]:
             s = (torch.rand(N, Kd // g, device=dev) * 0.02 + 0.002).to(dt)
             x = torch.randn(1, Kd, device=dev, dtype=dt)
@@ -1018,7 +971,7 @@ def lut_checks(dev='cpu', Qs=(2, 3, 4), groups=(64, 128)):
     return bad, rows
 
 def check(fmt, d, out):
-    if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4'], d['s4'])
+    if fmt == 'w4a16': ref = Kn.w4a16_mm_ref(d['x'], d['w4k'], d['s4'], kernel_layout=True)
     elif fmt == 'bcq': ref = Kn.bcq_mm_ref(d['x'], d['bk'], d['a'], kernel_layout=True)
     else: return None
     return rel_error(out, ref)
@@ -1088,7 +1041,6 @@ def main():
     ap.add_argument('--final', action='store_true', help='validation of the library dispatch (mv2) instead of the exploration')
     ap.add_argument('--only', default=None, help='comma-separated family substrings (e.g. lut): time only those candidates plus bf16 / tinygemm / current kernels')
     a = ap.parse_args()
-    if a.final: sys.exit('--final validated the library mv2 dispatch, replaced by mv3 in session 11 (run it from 799e6bc..c608c8a)')
     t0 = time.time()
     if CPU or a.cpu:
         bad = 0
@@ -1123,9 +1075,7 @@ def main():
         other = [(9216, 2560, 16), (4096, 2560, 16), (2560, 9216, 16)]
     if a.only:   # a focused M = 1 round
         main_shape, other = [(9216, 2560, 1)], [(4096, 2560, 1), (2560, 9216, 1)]
-    if a.only and 'r7' in a.only:
-        main_shape, other = [(9216, 2560, 1), (2560, 9216, 1), (12352, 2560, 1), (9216, 2560, 16), (2560, 9216, 16)], []
-    elif a.only and ('_T' in a.only or '_C' in a.only or '_R' in a.only):   # round 6: every engine M = 1 shape of Qwen3.5-4B precompiled in parallel
+    if a.only and ('_T' in a.only or '_C' in a.only or '_R' in a.only):   # round 6: every engine M = 1 shape of Qwen3.5-4B precompiled in parallel
         main_shape, other = [(9216, 2560, 1), (4096, 2560, 1), (2560, 9216, 1), (12352, 2560, 1), (2560, 4096, 1), (10240, 2560, 1)], []
     jobs = [(N, Kd, M, [c[0] for c in _cands(N, Kd, M)]) for N, Kd, M in main_shape]
     t = time.time()

@@ -14,7 +14,7 @@ from collections import defaultdict
 import torch
 
 DEV = os.environ.get('DEV', 'cuda'); TINY = bool(os.environ.get('TINY'))
-GROUPS = [('w4a16 triton', r'w4a16|_mv[23]?_kernel|_tc_kernel|dequant'), ('cuBLAS matmul', r'gemm|gemv|cutlass|nvjet|sm90_xmma|matmul|cublas|addmm|aten::mm'),
+GROUPS = [('w4a16 triton', r'w4a16|_mv2?_kernel|_tc_kernel|dequant'), ('cuBLAS matmul', r'gemm|gemv|cutlass|nvjet|sm90_xmma|matmul|cublas|addmm|aten::mm'),
           ('gated-deltanet (fla / ours)', r'chunk|gdn|delta|_conv_|fused_recurrent|solve_tril|wy_|cumsum'),
           ('attention', r'flash|fmha|attn|attention|softmax|sdpa'), ('norm / swiglu (triton)', r'rms|norm|swiglu|silu'),
           ('copy / cat / index', r'copy|cat|index|gather|scatter|fill|memcpy|memset'), ('torch elementwise / reduce', r'elementwise|vectorized|reduce|unrolled|argmax|aten::')]

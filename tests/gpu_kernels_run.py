@@ -60,7 +60,7 @@ def old_kernels(out):
     tc_prev = {k: v['best'] for k, v in prev['tuned'].items()}                                  # second-run tc configs
     for M in (1, 16):
         x = torch.randn(M, Kd, device=dev, dtype=dt)
-        for fmt, mm, w, s in [('w4a16', K.w4a16_matmul, K.w4a16_to_kernel_layout(w4), K.w4a16_scale_to_kernel_layout(s4)), ('bcq', K.bcq_matmul, K.bcq_to_kernel_layout(b3), a3)]:
+        for fmt, mm, w, s in [('w4a16', K.w4a16_matmul, K.w4a16_to_kernel_layout(w4), s4), ('bcq', K.bcq_matmul, K.bcq_to_kernel_layout(b3), a3)]:
             cfg = tc_prev.get(f'{fmt} M<={M} {N}x{Kd}')
             if not cfg or cfg['kernel'] != 'tc': continue
             cfg = K.KernelConfig(**cfg)
