@@ -465,19 +465,28 @@ def _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, KW, base, RS,
     return w, s
 
 @triton.jit
-def _w4T_math(acc, w, s, x_ptr, kw0, KWT: tl.constexpr, XBF16: tl.constexpr, MLO, MHI, ONE, LOADONLY: tl.constexpr):
+def _xT8(x_ptr, kw0, KWT: tl.constexpr, XBF16: tl.constexpr):
+    "The 8 pre-scaled activations of words kw0 .. kw0 + KWT, (KWT,) each, in the slot order of `_w4T_tile`."
+    xb = x_ptr + (kw0 + tl.arange(0, KWT)) * 8
+    return (_xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
+            _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16))
+
+@triton.jit
+def _w4T_tile(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE, LOADONLY: tl.constexpr):
     "acc (KWT, BLOCK_N) + code·x·scale of each word (slot order of `_w4_mv_tile`)."
     if LOADONLY:
         return acc + ((w & 0x7FFF) | ONE).to(tl.float32, bitcast=True) * s.to(tl.float32)
-    xb = x_ptr + (kw0 + tl.arange(0, KWT)) * 8
-    xe0 = _xs(xb + 0, 8, XBF16); xo0 = _xs(xb + 2, 4, XBF16); xe1 = _xs(xb + 4, 8, XBF16); xo1 = _xs(xb + 6, 4, XBF16)
-    xe2 = _xs(xb + 1, 8, XBF16); xo2 = _xs(xb + 3, 4, XBF16); xe3 = _xs(xb + 5, 8, XBF16); xo3 = _xs(xb + 7, 4, XBF16)
     corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
     p = _w4_pair(w << 15, xe0[:, None], xo0[:, None], -corr[:, None], MLO, MHI, ONE)
     p = _w4_pair(w << 7, xe1[:, None], xo1[:, None], p, MLO, MHI, ONE)
     p = _w4_pair(w >> 1, xe2[:, None], xo2[:, None], p, MLO, MHI, ONE)
     p = _w4_pair(w >> 9, xe3[:, None], xo3[:, None], p, MLO, MHI, ONE)
     return acc + p * s.to(tl.float32)
+
+@triton.jit
+def _w4T_math(acc, w, s, x_ptr, kw0, KWT: tl.constexpr, XBF16: tl.constexpr, MLO, MHI, ONE, LOADONLY: tl.constexpr):
+    "acc (KWT, BLOCK_N) + code·x·scale of each word, the activations loaded here."
+    return _w4T_tile(acc, w, s, *_xT8(x_ptr, kw0, KWT, XBF16), MLO, MHI, ONE, LOADONLY)
 
 @triton.jit
 def _w4_mvT(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
@@ -507,20 +516,7 @@ def _w4_mvT(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO
 def _w4C_load(w_ptr, s_ptr, x_ptr, kw0, rn, nmask, N, base, RS,
               CKW: tl.constexpr, GROUP: tl.constexpr, EVEN_N: tl.constexpr, BLOCK_N: tl.constexpr, XBF16: tl.constexpr):
     w, s = _w4T_load(w_ptr, s_ptr, kw0, rn, nmask, N, 0, base, RS, CKW, GROUP, EVEN_N, BLOCK_N)
-    xb = x_ptr + (kw0 + tl.arange(0, CKW)) * 8
-    return (w, s, _xs(xb + 0, 8, XBF16), _xs(xb + 2, 4, XBF16), _xs(xb + 4, 8, XBF16), _xs(xb + 6, 4, XBF16),
-            _xs(xb + 1, 8, XBF16), _xs(xb + 3, 4, XBF16), _xs(xb + 5, 8, XBF16), _xs(xb + 7, 4, XBF16))
-
-@triton.jit
-def _w4C_math(acc, w, s, xe0, xo0, xe1, xo1, xe2, xo2, xe3, xo3, MLO, MHI, ONE, LOADONLY: tl.constexpr):
-    if LOADONLY:
-        return acc + ((w & 0x7FFF) | ONE).to(tl.float32, bitcast=True) * s.to(tl.float32)
-    corr = 1.03125 * (xe0 + xe1 + xe2 + xe3) + 1.5 * (xo0 + xo1 + xo2 + xo3)
-    p = _w4_pair(w << 15, xe0[:, None], xo0[:, None], -corr[:, None], MLO, MHI, ONE)
-    p = _w4_pair(w << 7, xe1[:, None], xo1[:, None], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 1, xe2[:, None], xo2[:, None], p, MLO, MHI, ONE)
-    p = _w4_pair(w >> 9, xe3[:, None], xo3[:, None], p, MLO, MHI, ONE)
-    return acc + p * s.to(tl.float32)
+    return (w, s) + _xT8(x_ptr, kw0, CKW, XBF16)
 
 @triton.jit
 def _w4_mvC(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO, MHI, ONE,
@@ -543,18 +539,18 @@ def _w4_mvC(x_ptr, w_ptr, s_ptr, y_ptr, ws_ptr, lock_ptr, N, K, KW, SPLIT_K, MLO
     if NCH > 9: c9 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 9 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
     if NCH > 10: c10 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 10 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
     if NCH > 11: c11 = _w4C_load(w_ptr, s_ptr, x_ptr, k0 + 11 * CKW, rn, nmask, N, base, BLOCK_N, CKW, GROUP, EVEN_N, BLOCK_N, XBF16)
-    acc = _w4C_math(tl.zeros((CKW, BLOCK_N), dtype=tl.float32), *c0, MLO, MHI, ONE, LOADONLY)
-    if NCH > 1: acc = _w4C_math(acc, *c1, MLO, MHI, ONE, LOADONLY)
-    if NCH > 2: acc = _w4C_math(acc, *c2, MLO, MHI, ONE, LOADONLY)
-    if NCH > 3: acc = _w4C_math(acc, *c3, MLO, MHI, ONE, LOADONLY)
-    if NCH > 4: acc = _w4C_math(acc, *c4, MLO, MHI, ONE, LOADONLY)
-    if NCH > 5: acc = _w4C_math(acc, *c5, MLO, MHI, ONE, LOADONLY)
-    if NCH > 6: acc = _w4C_math(acc, *c6, MLO, MHI, ONE, LOADONLY)
-    if NCH > 7: acc = _w4C_math(acc, *c7, MLO, MHI, ONE, LOADONLY)
-    if NCH > 8: acc = _w4C_math(acc, *c8, MLO, MHI, ONE, LOADONLY)
-    if NCH > 9: acc = _w4C_math(acc, *c9, MLO, MHI, ONE, LOADONLY)
-    if NCH > 10: acc = _w4C_math(acc, *c10, MLO, MHI, ONE, LOADONLY)
-    if NCH > 11: acc = _w4C_math(acc, *c11, MLO, MHI, ONE, LOADONLY)
+    acc = _w4T_tile(tl.zeros((CKW, BLOCK_N), dtype=tl.float32), *c0, MLO, MHI, ONE, LOADONLY)
+    if NCH > 1: acc = _w4T_tile(acc, *c1, MLO, MHI, ONE, LOADONLY)
+    if NCH > 2: acc = _w4T_tile(acc, *c2, MLO, MHI, ONE, LOADONLY)
+    if NCH > 3: acc = _w4T_tile(acc, *c3, MLO, MHI, ONE, LOADONLY)
+    if NCH > 4: acc = _w4T_tile(acc, *c4, MLO, MHI, ONE, LOADONLY)
+    if NCH > 5: acc = _w4T_tile(acc, *c5, MLO, MHI, ONE, LOADONLY)
+    if NCH > 6: acc = _w4T_tile(acc, *c6, MLO, MHI, ONE, LOADONLY)
+    if NCH > 7: acc = _w4T_tile(acc, *c7, MLO, MHI, ONE, LOADONLY)
+    if NCH > 8: acc = _w4T_tile(acc, *c8, MLO, MHI, ONE, LOADONLY)
+    if NCH > 9: acc = _w4T_tile(acc, *c9, MLO, MHI, ONE, LOADONLY)
+    if NCH > 10: acc = _w4T_tile(acc, *c10, MLO, MHI, ONE, LOADONLY)
+    if NCH > 11: acc = _w4T_tile(acc, *c11, MLO, MHI, ONE, LOADONLY)
     _splitk_epilogue(tl.sum(acc, axis=0), y_ptr, ws_ptr, lock_ptr, rn, nmask, pid_n, pid_k, N, SPLIT_K)
 
 def w4_C(x, wt, st, bn, split, nw, ckw, loadonly=0):
@@ -833,6 +829,7 @@ def candidates(N, K, M, cpu=False):
     add('bcq3 current', 'bcq_cur', 'bcq', lambda d: (lambda: Kn.bcq_matmul(d['x'], d['bk'], d['a'], kernel_layout=True)))
     if M == 1:
         for bn, sp, nw, tiled in T_configs(N, K, cpu):   # round 6
+            if tiled and N % bn: continue
             add(f"T {bn} sk{sp} w{nw}" + (' tiled' if tiled else ''), 'w4_T', 'w4a16',
                 lambda d, a=(bn, sp, nw, tiled): (lambda wt=_Tw(d, a[0] if a[3] else None): (lambda: w4_T(d['x'], wt[0], wt[1], *a)))())
             if not cpu and (N, K) == (9216, 2560) and nw == 4 and not tiled:
@@ -847,6 +844,7 @@ def candidates(N, K, M, cpu=False):
                 add(f"loadonly C {bn} sk{sp} w{nw} c{ckw}", 'floor_C', 'none',
                     lambda d, a=(bn, sp, nw, ckw): (lambda wt=_Tw(d, a[0]): (lambda: w4_C(d['x'], wt[0], wt[1], *a, 1)))())
         for bn, sp, nw, tiled in T_small_configs(N, K, cpu):   # round 6b: a few rows per program, whole K
+            if tiled and N % bn: continue
             add(f"Ts {bn} sk{sp} w{nw}" + (' tiled' if tiled else ''), 'w4_Ts', 'w4a16',
                 lambda d, a=(bn, sp, nw, tiled): (lambda wt=_Tw(d, a[0] if a[3] else None): (lambda: w4_T(d['x'], wt[0], wt[1], *a)))())
             if not cpu and (N, K) == (9216, 2560) and tiled:
