@@ -16,7 +16,9 @@ weight layout (`to_blocked`, `_w4_tc_v3`) and the load-only floors with / withou
 prefetching loop (`TILES == 0`) with whole rows per program and small-row tensor-core configs (the `candidates`
 list below); run4 (`--final`) the library's `mv2` dispatch. Earlier rounds' candidate lists were replaced by later
 ones; their kernels are kept here. Round 6 (`--only _T`: the transposed (K/8, N) weight layout `_w4_mvT`, every
-4B M = 1 shape, with load-only floors):
+4B M = 1 shape, with load-only floors; 6b `--only _Ts` (4-8 rows per program), 6c `--only _C,_Ts` (chunks loaded
+first, `_w4_mvC`), 6d `--only _R,_C` (the same chunking on the row-major layout, `_w4_mvR`); all in
+data/results/kernel_sweep_t_h200.json, whose rounds 7a-7d ran this script from branch tiled-layout-wip):
       PYTHONPATH=. python3 scripts/kernel_sweep.py --out $OUT --only _T --budget 420
 Round 5 (`--only lut`: M = 1 only, the LUT-GEMM BCQ kernels `_bcq_lut` /
 `_bcq_lut_smem` next to the baselines, plus `lut_checks` at Q = 2..4, groups 64/128 on the GPU):
