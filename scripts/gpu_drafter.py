@@ -156,8 +156,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
 
     `drafters` picks which of the three this process trains, so that two GPUs share the work: `--drafters stage1` on
     one and `--drafters direct,stage2` on the other (stage 2 starts from the saved stage-1 drafter and waits for it).
-    The profile's step counts are scaled to fit the budget on the longest chain the plan runs in one process: all three
-    in a row (2·steps1 + steps2) in one process, steps1 + steps2 when the drafters are split. Writes
+    The profile's step counts are scaled (by one factor) to fit the budget on the steps this process trains: all three
+    in a row (2·steps1 + steps2), or its share when the drafters are split (stage1: steps1; direct,stage2: steps1 +
+    steps2). Writes
     work/train_<drafters>.json (`load_train` merges the parts)."""
     t_start = time.time()
     if not drafters or any(k not in DRAFTERS for k in drafters): raise ValueError(f'--drafters {drafters}: pick from {DRAFTERS}')
@@ -226,7 +227,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     attn = min((k for k in ('flex', 'dense') if k in step_by), key=step_by.get)
     DF.FLEX_TRAIN, step_s = attn == 'flex', step_by[attn]
     log('step s by attention path', step_by, '->', attn)
-    want = 2 * S.steps1 + S.steps2 if set(drafters) == set(DRAFTERS) else S.steps1 + S.steps2
+    want = sum(S.steps2 if k == 'stage2' else S.steps1 for k in drafters)   # the steps this process trains
     budget_s = min(budget_s, deadline_s - (time.time() - t_start) - 40)     # 40 s: held-out accuracy + saving
     if budget_s < 30: raise RuntimeError(f'only {budget_s:.0f} s left for training: regenerate fewer conversations')
     scale = min(1.0, budget_s / (want * step_s))
@@ -350,7 +351,11 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
     eng = Engine(int4, max_seq_len=maxlen, tap_layers=taps)
     compiled = bool(os.environ.get('DRAFTER_COMPILE'))             # DRAFTER_COMPILE=1: the drafter step torch.compiled before its graph
-    sds = {k: StaticDrafter(d, maxlen, compile=compiled) for k, d in dr.items()}
+    try: sds = {k: StaticDrafter(d, maxlen, compile=compiled) for k, d in dr.items()}
+    except Exception as e:                                        # a compile failure must not cost the run: all eager
+        if not compiled: raise
+        log('compiled drafter step failed, eager steps instead:', repr(e)[:300]); compiled = False
+        sds = {k: StaticDrafter(d, maxlen) for k, d in dr.items()}
     stops = [tok.eos_token_id]
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     # warm-up (graphs are recorded; first launches compile Triton kernels)

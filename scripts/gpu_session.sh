@@ -21,7 +21,8 @@
 # REGEN_TAR=.devsite/regen/regen_data.tar.xz (carried, with the SHA256 file beside it) restores an earlier session's
 # answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
 # A bigger drafter run: EXTRA_PROMPTS=.devsite/extra/prompts_extra.json DRAFTER_REGEN_PROMPTS=24576 DRAFTER_STEPS1=...
-# (read by gpu_drafter.py, recorded in the result's `sizes`); DRAFTER_COMPILE=1 compiles the drafters in eval.
+# (read by gpu_drafter.py, recorded in the result's `sizes`); TRAIN_DEADLINE (default 900 s) caps each train command;
+# DRAFTER_COMPILE=1 compiles the drafters in eval.
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
@@ -107,7 +108,7 @@ PY
     else touch "$W/lat.done"; fi
     if [ -n "${ENGINE_ONLY:-}" ]; then mark "gpu0 done"; touch "$W/chain0.done"; exit 0; fi
     mark "gpu0 regen int4"; $G regen --work "$W" --only int4 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_int4.log" 2>&1
-    mark "gpu0 train direct,stage2"; $G train --work "$W" --drafters direct,stage2 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
+    mark "gpu0 train direct,stage2"; $G train --work "$W" --drafters direct,stage2 --deadline "${TRAIN_DEADLINE:-900}" --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
     mark "gpu0 eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --no-fp32 --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
     waitfor 600 lossless_over; mark "gpu0 merge"; $G merge --work "$W" >> "$W/eval.log" 2>&1
     if [ -n "${OPT:-}" ]; then mark "gpu0 opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
@@ -117,7 +118,7 @@ PY
   chain1) export CUDA_VISIBLE_DEVICES=1 OUT=$R; mapfile -t TA < "$W/train_args"
     mark "gpu1 regen bf16"
     $G regen --work "$W" --only bf16 --batch "${REGEN_BATCH:-1024}" --deadline 600 > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
-    waitfor 900 hf_over; mark "gpu1 train stage1"; $G train --work "$W" --drafters stage1 --deadline 900 --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1
+    waitfor 900 hf_over; mark "gpu1 train stage1"; $G train --work "$W" --drafters stage1 --deadline "${TRAIN_DEADLINE:-900}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1
     waitfor 900 stage2_over; mark "gpu1 lossless32"
     $G lossless32 --work "$W" --lossless "${LOSSLESS:-100}" > "$W/lossless32.log" 2>&1
     mark "gpu1 done"; touch "$W/chain1.done" ;;
