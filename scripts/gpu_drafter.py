@@ -550,6 +550,14 @@ def _round_costs(doc: dict) -> str:
             f"drafter step {sm['draft']:.2f} ms{' (torch.compiled)' if doc.get('drafter_compiled') else ''}; in the loop a stage-2 round took {dr + vr:.2f} ms of wall time "
             f"(draft {dr:.2f} ms incl. the host copy of the proposal, verify + accept + commit {vr:.2f} ms).")
 
+def _asked_steps(tr: dict) -> str:
+    "The steps asked for, and the gpu DrafterSize's when env overrides (DRAFTER_STEPS1/2) asked for others."
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_size
+    S, ps = drafter_size(get_profile('gpu')), tr['profile_steps']
+    asked = f"asked {ps['stage1']}/{ps['stage2']}"
+    return asked if (S.steps1, S.steps2) == (ps['stage1'], ps['stage2']) else f"{asked}: DRAFTER_STEPS1/2 over the gpu profile's {S.steps1}/{S.steps2}"
+
 def render(path: Path):
     "Tables from the committed result: A4 at the gpu profile, and the true end-to-end speculative speedup on SmolLM2."
     from effqwen.core import render_table, write_table, provenance_line
@@ -574,7 +582,7 @@ def render(path: Path):
            + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items())
            + (f" (long {min(doc['long_prompt_tokens'])}–{max(doc['long_prompt_tokens'])} tokens)" if doc['long_prompt_tokens'] else '')
            + f", {doc['eval_new']} new tokens. Drafter: {tr['drafter']['num_hidden_layers']} layers, taps {tr['drafter']['target_layer_ids']}; "
-           f"steps capped by a {tr['budget_s']:.0f} s training budget (profile: {tr['profile_steps']['stage1']}/{tr['profile_steps']['stage2']}), "
+           f"steps capped by a {tr['budget_s']:.0f} s training budget ({_asked_steps(tr)}), "
            f"{tr['step_ms']:.0f} ms/step. Data: BF16 regen {d['bf16']['conversations']} conversations ({d['bf16']['response_tokens']:,} response tokens), "
            f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,})"
            + (f", prompts from `{'drafter_prompts' if d['bf16']['prompt_pool'] == 'mixed' else 'train_prompts'}` ({d['bf16']['source']})" if 'prompt_pool' in d['bf16'] else '')
