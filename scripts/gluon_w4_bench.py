@@ -1,0 +1,69 @@
+"""The Gluon fragment-layout W4A16 prototype (`scripts/gluon_w4.py`) on a GPU: checked against the float32 reference
+and timed beside the library's W4A16 kernel (`w4a16_matmul` on the kernel layout, its tuned config) and cuBLAS BF16,
+with the library's timer (`effqwen.kernels._bench`: CUDA-graph replay with an L2 flush), at the engine's W4A16 shapes,
+M = 1 / 8 / 16, for several CTA shapes (WK warps splitting K × WM row blocks) and prefetch depths.
+
+    PYTHONPATH=.:scripts python scripts/gluon_w4_bench.py run [--out DIR]   # GPU -> data/results/kernel_gluon_w4_h200.json
+    python scripts/gluon_w4_bench.py render                                # -> data/tables/kernels_gluon_w4.md
+"""
+import argparse, json, time, traceback
+from pathlib import Path
+import torch
+
+SHAPES = [(9216, 2560), (2560, 9216), (12352, 2560), (10240, 2560), (2560, 4096), (4096, 2560)]   # (N, K) of the engine's W4A16 linears
+CANDS = [(4, 1, 2), (8, 1, 2), (2, 1, 2), (2, 2, 2), (4, 2, 2), (4, 1, 3)]                          # (WK, WM, DEPTH)
+NAME = 'kernel_gluon_w4_h200'
+
+def run(out: str | None, budget_s: float):
+    import gluon_w4 as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    for N, K in SHAPES:
+        wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
+        s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+        words, wkl, wbf = G.to_fragment_layout(wp), Kn.w4a16_to_kernel_layout(wp), Kn.w4a16_dequantize(wp, s, dtype=torch.bfloat16)
+        for M in (1, 8, 16):
+            if time.time() - t0 > budget_s: break
+            x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
+            ref = Kn.w4a16_mm_ref(x, wp, s).float()
+            r = dict(N=N, K=K, M=M, library_us=Kn._bench(lambda: Kn.w4a16_matmul(x, wkl, s, kernel_layout=True), 5),
+                     bf16_cublas_us=Kn._bench(lambda: x @ wbf.T, 5), gluon={})
+            for WK, WM, D in CANDS:
+                if K % (128 * WK) or N % (16 * WM): continue
+                y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}_d{D}'
+                try:
+                    f = lambda: G.w4_fragment_mm(x, words, s, WK, WM, D, out=y)
+                    f(); torch.cuda.synchronize()
+                    r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
+                except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
+            ok = {k: v['us'] for k, v in r['gluon'].items() if 'us' in v and v['rel_err'] < 1e-2}
+            if ok: r['best'] = min(ok, key=ok.get); r['best_us'] = ok[r['best']]
+            rows.append(r)
+            print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
+    import triton
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, candidates=[dict(WK=a, WM=b, DEPTH=d) for a, b, d in CANDS], wall_s=time.time() - t0,
+               note='prototype kernel of scripts/gluon_w4.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
+                    'reference of the same codes and scales (random); library = w4a16_matmul on the kernel layout (tuned config on an H200)')
+    if out: import os; os.environ['EFFQWEN_OUT'] = out
+    print(write_result(NAME, doc, 'gpu'))
+
+def render():
+    from effqwen.core import read_result, render_table, write_table, provenance_line
+    doc = read_result(NAME, 'gpu')
+    rows = [dict(shape=f"{r['N']}×{r['K']}", M=r['M'], lib=r['library_us'], bf16=r['bf16_cublas_us'], best=r.get('best', '–'), best_us=r.get('best_us'),
+                 ratio=r['library_us'] / r['best_us'] if r.get('best_us') else None,
+                 err=max((v['rel_err'] for v in r['gluon'].values() if 'rel_err' in v), default=None)) for r in doc['rows']]
+    cols = [('shape', 'N×K'), ('M', 'M'), ('lib', 'library W4A16 µs', '{:.2f}'), ('bf16', 'cuBLAS BF16 µs', '{:.2f}'), ('best', 'Gluon config (WK, WM, depth)'),
+            ('best_us', 'Gluon µs', '{:.2f}'), ('ratio', 'library / Gluon', '{:.2f}×'), ('err', 'max rel. error', '{:.1e}')]
+    md = ('### W4A16 on an mma fragment layout (Gluon prototype, not in the library)\n\n' + render_table(rows, cols)
+          + '\nOne CUDA-graph timing run per row (`effqwen.kernels._bench`, L2 flushed); the Gluon column is the fastest of the CTA '
+            'shapes tried (all in the JSON); its error is the worst over those shapes. Prototype: `scripts/gluon_w4.py`.\n\n'
+          + provenance_line(doc) + '\n')
+    print(write_table('kernels_gluon_w4', md, 'gpu')); print(md)
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', choices=['run', 'render'])
+    ap.add_argument('--out', default=None, help='write data/ under this folder (the device: $OUT)'); ap.add_argument('--budget', type=float, default=150)
+    a = ap.parse_args()
+    run(a.out, a.budget) if a.stage == 'run' else render()
