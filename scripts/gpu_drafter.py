@@ -29,7 +29,9 @@ def first_diff(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(len(a), len(b)); d = (a[:n].cpu() != b[:n].cpu()).nonzero()
     return int(d[0]) if len(d) else n
 
-OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2', 'pack_len', 'batch', 'anchors')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+# (pack_len: the training chunk length; the drafter trained on 1024-token chunks lost tau on the ~3.7K-token long prompts with full
+#  attention where a 256-token window kept it, table drafter_a6_gpu: DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 keeps the tokens per step)
 
 def sizes():
     from dataclasses import replace
