@@ -531,6 +531,10 @@ def render_opt(path: Path):
             f"windows below the context (all active). Keys and FLOPs at the mean context {ev['mean_long_ctx']} tokens (analytic, `attention_cost`). "
             "Step: GPU time of one recorded drafter step (CUDA graph; CUDA events, median of 20) of the bf16 copy of the unquantized drafter after the "
             "first long prompt; the W4 drafter runs fake-quantized weights (no W4 kernel in the static drafter), so only its τ is reported.")
+    tp = path.with_name('drafter_training_gpu.json')                # the run that trained this drafter: its chunk length
+    if tp.exists() and (tr := json.loads(tp.read_text()))['provenance']['git_sha'] == doc['provenance']['git_sha']:
+        cap6 += (f" The drafter trained on {tr['train']['sizes']['pack_len']}-token chunks (`drafter_training_gpu.json`), shorter than these "
+                 "prompts: with full attention it reads keys farther back than any training position.")
     prof = doc['provenance']['profile']
     md5 = f"### A5 (gpu profile): drafter PTQ, {doc['provenance']['device']}\n\n" + render_table(doc['a5'], cols5) + '\n' + cap5 + '\n\n' + provenance_line(doc) + '\n'
     md6 = f"### A6 (gpu profile): drafter sliding-window attention on long inputs, {doc['provenance']['device']}\n\n" + render_table(rows6, cols6) + '\n' + cap6 + '\n\n' + provenance_line(doc) + '\n'
