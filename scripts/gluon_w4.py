@@ -23,22 +23,23 @@ import collections, os, re, subprocess, sys, tempfile
 import torch
 
 # ---------------------------------------------------------------------------------------------------- packing (torch)
+from effqwen.kernels import unpack_int4, _to_int32
+
 P_OF_J = [(j >> 1) + 4 * (j & 1) for j in range(8)]   # nibble slot of fragment element j = r0 + 2 r1 + 4 r2 (lop3 pairs slot i, i + 4)
 
 def codes_of(weight_packed: torch.Tensor) -> torch.Tensor:
     "compressed-tensors pack-quantized (N, K/8) int32 -> (N, K) nibbles 0..15 (code + 8)."
-    sh = 4 * torch.arange(8, device=weight_packed.device, dtype=torch.int32)
-    return ((weight_packed[..., None] >> sh) & 0xF).flatten(-2)
+    return unpack_int4(weight_packed).to(torch.int64) + 8
 
 def to_fragment_layout(weight_packed: torch.Tensor) -> torch.Tensor:
     """(N, K/8) compressed-tensors words -> [N/16, K/64, 32, 4] fragment words. Word (rb, kb, lane = 4 g + t, s), nibble
     slot P_OF_J[j] holds row 16 rb + g + 8 r1, k = 64 kb + 16 t + 4 s + 2 r2 + r0 (j = r0 + 2 r1 + 4 r2)."""
-    c = codes_of(weight_packed).to(torch.int64)
+    c = codes_of(weight_packed)
     N, K = c.shape
     if N % 16 or K % 64: raise ValueError(f'weight ({N}, {K}): N must be a multiple of 16 and K of 64 for the fragment layout')
     c = c.view(N // 16, 2, 8, K // 64, 4, 4, 2, 2).permute(0, 3, 2, 4, 5, 6, 1, 7)   # rb, kb, g, t, s, r2, r1, r0
     w = (c.reshape(N // 16, K // 64, 32, 4, 8) << torch.tensor([4 * p for p in P_OF_J], device=c.device)).sum(-1)
-    return torch.where(w >= 2**31, w - 2**32, w).to(torch.int32).contiguous()
+    return _to_int32(w).contiguous()
 
 def from_fragment_layout(words: torch.Tensor, N: int, K: int) -> torch.Tensor:
     "Inverse of `to_fragment_layout` (the kernel's reading of the words, in torch): (N, K) nibbles."
@@ -49,7 +50,7 @@ def check_pack():
     N, K = 64, 256
     wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32)
     f, c = to_fragment_layout(wp), codes_of(wp)
-    assert torch.equal(from_fragment_layout(f, N, K), c.to(torch.int64)), 'round trip'
+    assert torch.equal(from_fragment_layout(f, N, K), c), 'round trip'
     for rb, kb, g, t, s, j in [(1, 2, 3, 1, 2, 5), (3, 0, 7, 3, 3, 7), (0, 3, 0, 0, 0, 0), (2, 1, 5, 2, 1, 2)]:
         r0, r1, r2 = j & 1, (j >> 1) & 1, j >> 2
         word = int(f[rb, kb, 4 * g + t, s]) & 0xFFFFFFFF
@@ -147,7 +148,6 @@ if gluon is not None:
         acc = gl.zeros([WK, RM, NT], gl.float32, MMA)
         wa0, wa1, xa0, xa1, sa = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, 0, B, WK, NT, HG)
         wb0, wb1, xb0, xb1, sb = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(1, NG - 1), B, WK, NT, HG)
-        wd0, wd1, xd0, xd1, sd = wb0, wb1, xb0, xb1, sb
         if DEPTH == 3:
             wd0, wd1, xd0, xd1, sd = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(2, NG - 1), B, WK, NT, HG)
         for g in range(NG):

@@ -6,7 +6,7 @@ M = 1 / 8 / 16, for several CTA shapes (WK warps splitting K × WM row blocks) a
     PYTHONPATH=.:scripts python scripts/gluon_w4_bench.py run [--out DIR]   # GPU -> data/results/kernel_gluon_w4_h200.json
     python scripts/gluon_w4_bench.py render                                # -> data/tables/kernels_gluon_w4.md
 """
-import argparse, json, time, traceback
+import argparse, json, os, time, traceback
 from pathlib import Path
 import torch
 
@@ -45,7 +45,7 @@ def run(out: str | None, budget_s: float):
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, candidates=[dict(WK=a, WM=b, DEPTH=d) for a, b, d in CANDS], wall_s=time.time() - t0,
                note='prototype kernel of scripts/gluon_w4.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
                     'reference of the same codes and scales (random); library = w4a16_matmul on the kernel layout (tuned config on an H200)')
-    if out: import os; os.environ['EFFQWEN_OUT'] = out
+    if out: os.environ["EFFQWEN_OUT"] = out
     print(write_result(NAME, doc, 'gpu'))
 
 def render():

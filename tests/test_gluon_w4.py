@@ -15,10 +15,9 @@ def test_fragment_packing():
     f = G.to_fragment_layout(wp)
     assert f.shape == (3, 2, 32, 4) and f.dtype == torch.int32
     # a weight whose codes are all 8 (= 0) except one: exactly one nibble of one word is not 8
-    c = torch.full((16, 64), 8, dtype=torch.int64); c[9, 37] = 3
-    wp1 = (c.view(16, 8, 8) << (4 * torch.arange(8))).sum(-1)
-    wp1 = torch.where(wp1 >= 2**31, wp1 - 2**32, wp1).to(torch.int32)
-    words = G.to_fragment_layout(wp1).to(torch.int64) & 0xFFFFFFFF
+    from effqwen.kernels import pack_int4
+    c = torch.zeros(16, 64, dtype=torch.int64); c[9, 37] = -5
+    words = G.to_fragment_layout(pack_int4(c)).to(torch.int64) & 0xFFFFFFFF
     nib = (words[..., None] >> (4 * torch.arange(8))) & 0xF
     assert int((nib != 8).sum()) == 1
     with pytest.raises(ValueError, match='multiple of 16'): G.to_fragment_layout(torch.zeros(20, 8, dtype=torch.int32))
