@@ -119,12 +119,44 @@ if gluon is not None:
                 _xb(x_ptr, xoff, xmask, g * HG, B, WK, NT), _xb(x_ptr, xoff, xmask, g * HG + 1, B, WK, NT), gl.load(s_ptr + soff + g))
 
     @gluon.jit
+    def _group(acc, st, a136, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, MMA: gl.constexpr):
+        "acc += scale · (W − 8)·x over one 128-wide group: two k64 mma steps on 128 + code, minus the constant-A 136 mma."
+        w0, w1, x0, x1, sc = st
+        p = gl.zeros([WK, 16 * WM, NT], gl.float32, MMA)
+        p = gl.nvidia.ampere.mma_v2(_dq(w0, A, WK, WM), x0, p)
+        p = gl.nvidia.ampere.mma_v2(_dq(w1, A, WK, WM), x1, p)
+        c = gl.zeros([WK, 16 * WM, NT], gl.float32, MMA)
+        c = gl.nvidia.ampere.mma_v2(a136, x0, c)
+        c = gl.nvidia.ampere.mma_v2(a136, x1, c)
+        return acc + sc.to(gl.float32)[:, :, None] * (p - c)
+
+    @gluon.jit
+    def _pipelined(acc, w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, a136, NG: gl.constexpr, DEPTH: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
+                   WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr, MMA: gl.constexpr):
+        "The group loop with the next DEPTH − 1 groups' loads in flight (registers rotate; the tail re-loads the last group)."
+        sa = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, 0, B, WK, NT, HG)
+        sb = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(1, NG - 1), B, WK, NT, HG)
+        if DEPTH == 3:
+            sd = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(2, NG - 1), B, WK, NT, HG)
+        for g in range(NG):
+            sc = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(g + DEPTH, NG - 1), B, WK, NT, HG)
+            acc = _group(acc, sa, a136, A, WK, WM, NT, MMA)
+            if DEPTH == 3:
+                sa = sb
+                sb = sd
+                sd = sc
+            else:
+                sa = sb
+                sb = sc
+        return acc
+
+    @gluon.jit
     def w4_fragment_kernel(w_ptr, s_ptr, x_ptr, y_ptr, M, N, K: gl.constexpr, GROUP: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr,
                            WM: gl.constexpr, DEPTH: gl.constexpr, MMA: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
                            WL: gl.constexpr, XL: gl.constexpr):
         "y[M, N] = x[M, K] · Wᵀ for M ≤ NT; grid N / (16·WM)."
         gl.static_assert(GROUP == 128, 'group 128 (two k64 steps per group)')
-        gl.static_assert((DEPTH == 2) or (DEPTH == 3), 'DEPTH 2 or 3')
+        gl.static_assert((DEPTH == 0) or (DEPTH == 2) or (DEPTH == 3), 'DEPTH 0 (all loads first), 2 or 3')
         KB: gl.constexpr = K // 64
         KW: gl.constexpr = K // WK            # k per warp
         NG: gl.constexpr = KW // GROUP        # groups per warp
@@ -146,26 +178,23 @@ if gluon is not None:
         soff = (rb * RM + sr[None, :]) * (K // GROUP) + sw[:, None] * NG
         a136 = gl.full([WK, RM, 64], 136.0, gl.bfloat16, A)
         acc = gl.zeros([WK, RM, NT], gl.float32, MMA)
-        wa0, wa1, xa0, xa1, sa = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, 0, B, WK, NT, HG)
-        wb0, wb1, xb0, xb1, sb = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(1, NG - 1), B, WK, NT, HG)
-        if DEPTH == 3:
-            wd0, wd1, xd0, xd1, sd = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(2, NG - 1), B, WK, NT, HG)
-        for g in range(NG):
-            wc0, wc1, xc0, xc1, scn = _stage(w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, gl.minimum(g + DEPTH, NG - 1), B, WK, NT, HG)
-            p = gl.zeros([WK, RM, NT], gl.float32, MMA)
-            p = gl.nvidia.ampere.mma_v2(_dq(wa0, A, WK, WM), xa0, p)
-            p = gl.nvidia.ampere.mma_v2(_dq(wa1, A, WK, WM), xa1, p)
-            c = gl.zeros([WK, RM, NT], gl.float32, MMA)
-            c = gl.nvidia.ampere.mma_v2(a136, xa0, c)
-            c = gl.nvidia.ampere.mma_v2(a136, xa1, c)
-            acc += sa.to(gl.float32)[:, :, None] * (p - c)
-            if DEPTH == 3:
-                wa0, wa1, xa0, xa1, sa = wb0, wb1, xb0, xb1, sb
-                wb0, wb1, xb0, xb1, sb = wd0, wd1, xd0, xd1, sd
-                wd0, wd1, xd0, xd1, sd = wc0, wc1, xc0, xc1, scn
-            else:
-                wa0, wa1, xa0, xa1, sa = wb0, wb1, xb0, xb1, sb
-                wb0, wb1, xb0, xb1, sb = wc0, wc1, xc0, xc1, scn
+        if DEPTH == 0:   # the warp's whole K slice of weight in flight at once: cp.async into shared memory, one commit group per group
+            gl.static_assert(WM == 1, 'DEPTH 0 takes WM = 1')
+            bufs = ()   # one allocation per k64 step, so that Triton's barrier analysis sees no overlap between the copies
+            for g in gl.static_range(NG):
+                for h in gl.static_range(HG):
+                    b = gl.allocate_shared_memory(gl.int32, [128 * WK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                    gl.nvidia.ampere.async_copy.async_copy_global_to_shared(b, w_ptr + woff + (g * HG + h) * 128)
+                    bufs = bufs + (b,)
+                gl.nvidia.ampere.async_copy.commit_group()
+            for g in gl.static_range(NG):
+                sc = gl.load(s_ptr + soff + g)
+                x0 = _xb(x_ptr, xoff, xmask, g * HG, B, WK, NT)
+                x1 = _xb(x_ptr, xoff, xmask, g * HG + 1, B, WK, NT)
+                gl.nvidia.ampere.async_copy.wait_group(NG - 1 - g)   # this thread's copies of group g have landed (it reads only its own words)
+                acc = _group(acc, (bufs[g * HG].load(WL), bufs[g * HG + 1].load(WL), x0, x1, sc), a136, A, WK, WM, NT, MMA)
+        else:
+            acc = _pipelined(acc, w_ptr, s_ptr, x_ptr, woff, soff, xoff, xmask, a136, NG, DEPTH, A, B, WK, WM, NT, HG, MMA)
         out = gl.sum(acc, axis=0)                                   # [RM, NT]: the WK warps' partial sums
         OL: gl.constexpr = gl.SliceLayout(0, MMA)
         orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))

@@ -11,8 +11,10 @@ from pathlib import Path
 import torch
 
 SHAPES = [(9216, 2560), (2560, 9216), (12352, 2560), (10240, 2560), (2560, 4096), (4096, 2560)]   # (N, K) of the engine's W4A16 linears
-CANDS = [(4, 1, 2), (8, 1, 2), (2, 1, 2), (2, 2, 2), (4, 2, 2), (4, 1, 3)]                          # (WK, WM, DEPTH)
-NAME = 'kernel_gluon_w4_h200'
+CANDS = [(4, 1, 2), (8, 1, 2), (2, 1, 2), (4, 2, 2), (4, 1, 0), (2, 1, 0), (8, 1, 0)]                   # (WK, WM, DEPTH); DEPTH 0 = all cp.async first
+BCQ_CANDS = [1, 2, 4, 8]                                                                              # WK of the BCQ kernel
+BCQ_Q = (3, 2, 4)
+NAME, BCQ_NAME = 'kernel_gluon_w4_h200', 'kernel_gluon_bcq_h200'
 
 def run(out: str | None, budget_s: float):
     import gluon_w4 as G
@@ -48,6 +50,53 @@ def run(out: str | None, budget_s: float):
     if out: os.environ["EFFQWEN_OUT"] = out
     print(write_result(NAME, doc, 'gpu'))
 
+def run_bcq(out: str | None, budget_s: float):
+    """BCQ at Q = 3 (then 2, 4), group 128: the Gluon sign-select kernel (`gluon_bcq.py`) beside the library's BCQ kernel
+    and, in the same loop, the library's W4A16 and the Gluon W4A16 (DEPTH 0 and 2) on the same x: the issue's ratio."""
+    import gluon_bcq as GB, gluon_w4 as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    for Q in BCQ_Q:
+        for N, K in SHAPES:
+            signs = torch.randint(-2**31, 2**31 - 1, (Q, N, K // 32), dtype=torch.int64).to(torch.int32).cuda()
+            alpha = (torch.rand(Q, N, K // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+            words, skl = GB.to_bcq_fragment_layout(signs), Kn.bcq_to_kernel_layout(signs)
+            if Q == 3:
+                wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
+                s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+                wkl, wfr = Kn.w4a16_to_kernel_layout(wp), G.to_fragment_layout(wp)
+            for M in ((1, 8, 16) if Q == 3 else (1,)):
+                if time.time() - t0 > budget_s: break
+                x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
+                ref = Kn.bcq_mm_ref(x, signs, alpha).float()
+                r = dict(N=N, K=K, M=M, Q=Q, library_bcq_us=Kn._bench(lambda: Kn.bcq_matmul(x, skl, alpha, kernel_layout=True), 5), gluon={})
+                if Q == 3:
+                    r['library_w4_us'] = Kn._bench(lambda: Kn.w4a16_matmul(x, wkl, s, kernel_layout=True), 5)
+                    yw = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16)
+                    r['gluon_w4_us'] = {f'wk{wk}_d{d}': Kn._bench(lambda: G.w4_fragment_mm(x, wfr, s, wk, 1, d, out=yw), 5)
+                                        for wk, d in ((4, 0), (4, 2), (8, 0), (8, 2)) if K % (128 * wk) == 0}
+                for WK in BCQ_CANDS:
+                    try: GB.check_shape(M, N, K, Q, 128, WK)
+                    except ValueError: continue
+                    y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}'
+                    try:
+                        f = lambda: GB.bcq_fragment_mm(x, words, alpha, WK, out=y)
+                        f(); torch.cuda.synchronize()
+                        r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
+                    except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
+                ok = {k: v['us'] for k, v in r['gluon'].items() if 'us' in v and v['rel_err'] < 1e-2}
+                if ok: r['best'] = min(ok, key=ok.get); r['best_us'] = ok[r['best']]
+                rows.append(r)
+                print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
+    import triton
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, group=128, wk_candidates=BCQ_CANDS, wall_s=time.time() - t0,
+               note='prototype kernel of scripts/gluon_bcq.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
+                    'reference of the same (random) signs and α; library_bcq = bcq_matmul on its kernel layout; for Q = 3 the W4A16 '
+                    'kernels (library and Gluon prototype) are timed in the same loop, for the issue\'s BCQ3-vs-W4A16 ratio')
+    if out: os.environ["EFFQWEN_OUT"] = out
+    print(write_result(BCQ_NAME, doc, 'gpu'))
+
 def render():
     from effqwen.core import read_result, render_table, write_table, provenance_line
     doc = read_result(NAME, 'gpu')
@@ -63,7 +112,7 @@ def render():
     print(write_table('kernels_gluon_w4', md, 'gpu')); print(md)
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', choices=['run', 'render'])
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', choices=['run', 'run-bcq', 'render'])
     ap.add_argument('--out', default=None, help='write data/ under this folder (the device: $OUT)'); ap.add_argument('--budget', type=float, default=150)
     a = ap.parse_args()
-    run(a.out, a.budget) if a.stage == 'run' else render()
+    run(a.out, a.budget) if a.stage == 'run' else run_bcq(a.out, a.budget) if a.stage == 'run-bcq' else render()
