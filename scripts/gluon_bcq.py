@@ -62,11 +62,11 @@ try:
 except ImportError as e:
     gluon = None; _GLUON_ERR = e
 
-def layouts(WK: int, NT: int):
-    "MMA / operand layouts and the x layout of the W4 prototype (WM = 1), plus the layout of one chunk's words: [64·WK], 2 words per lane."
-    MMA, A, B, _, XL = W.layouts(WK, NT, 1)
-    WL2 = gl.DistributedLinearLayout(reg_bases=[[1]], lane_bases=[[2], [4], [8], [16], [32]], warp_bases=[[64 << i] for i in range(W._bits(WK))],
-                                     block_bases=[], shape=[64 * WK])
+def layouts(WK: int, NT: int, WM: int = 1):
+    "MMA / operand layouts and the x layout of the W4 prototype, plus the layout of one chunk's words: [64·WK·WM], 2 words per lane."
+    MMA, A, B, _, XL = W.layouts(WK, NT, WM)
+    WL2 = gl.DistributedLinearLayout(reg_bases=[[1]], lane_bases=[[2], [4], [8], [16], [32]], warp_bases=[[64 << i] for i in range(W._bits(WK * WM))],
+                                     block_bases=[], shape=[64 * WK * WM])
     return MMA, A, B, WL2, XL
 
 if gluon is not None:
@@ -83,23 +83,24 @@ if gluon is not None:
         return gl.join(gl.join(_sgn(w, 15 - R), _sgn(w, 11 - R)), gl.join(_sgn(w, 7 - R), _sgn(w, 3 - R)))
 
     @gluon.jit
-    def _signs_a(w, A: gl.constexpr, WK: gl.constexpr):
-        "One word per lane (one plane, one k64 block) -> its 32 ±1 values as the [WK, 16, 64] A operand (no data movement)."
+    def _signs_a(w, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr):
+        "One word per lane (one plane, one k64 block) -> its 32 ±1 values as the [WK, 16·WM, 64] A operand (no data movement)."
         x = gl.join(gl.join(W._pair(_u(w, 0)), W._pair(_u(w, 1))), gl.join(W._pair(_u(w, 2)), W._pair(_u(w, 3))))   # [n, s0, s1, r0, r1, r2]
-        x = gl.reshape(gl.permute(x, [0, 2, 1, 3, 4, 5]), [WK, 1, 8, 4, 4, 2, 2, 2])                            # [wk, wm, g, t, s, r0, r1, r2]
+        x = gl.reshape(gl.permute(x, [0, 2, 1, 3, 4, 5]), [WK, WM, 8, 4, 4, 2, 2, 2])                           # [wk, wm, g, t, s, r0, r1, r2]
         x = gl.permute(x, [0, 1, 6, 2, 4, 7, 3, 5])                                                              # [wk, wm, r1, g, s, r2, t, r0]
-        return gl.convert_layout(gl.reshape(x, [WK, 16, 64]), A, assert_trivial=True)
+        return gl.convert_layout(gl.reshape(x, [WK, 16 * WM, 64]), A, assert_trivial=True)
 
     @gluon.jit
     def bcq_fragment_kernel(b_ptr, a_ptr, x_ptr, y_ptr, M, N, K: gl.constexpr, GROUP: gl.constexpr, Q: gl.constexpr, WK: gl.constexpr,
-                            NT: gl.constexpr, MMA: gl.constexpr, A: gl.constexpr, B: gl.constexpr, WL2: gl.constexpr, XL: gl.constexpr):
-        "y[M, N] = x[M, K] · Wᵀ, W = Σ_q α_q b_q, for M ≤ NT; grid N / 16."
+                            NT: gl.constexpr, WM: gl.constexpr, MMA: gl.constexpr, A: gl.constexpr, B: gl.constexpr, WL2: gl.constexpr, XL: gl.constexpr):
+        "y[M, N] = x[M, K] · Wᵀ, W = Σ_q α_q b_q, for M ≤ NT; grid N / (16·WM)."
         gl.static_assert((GROUP == 64) or (GROUP == 128) or (GROUP == 256), 'group 64, 128 or 256')
         KC: gl.constexpr = K // 128           # k128 chunks per row
         KW: gl.constexpr = K // WK            # k per warp
         KCW: gl.constexpr = KW // 128         # chunks per warp
         GK: gl.constexpr = GROUP // 64        # k64 blocks per group
         NGR: gl.constexpr = K // GROUP
+        RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
         xw = gl.arange(0, WK, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
         xn = gl.arange(0, NT, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
@@ -107,21 +108,21 @@ if gluon is not None:
         xe = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, XL))))
         xoff = xn[None, :, None, None] * K + xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]
         xmask = (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16)
-        idx = gl.arange(0, 64 * WK, layout=WL2)
-        woff = gl.max_contiguous(gl.multiple_of((rb * KC + (idx >> 6) * KCW) * (Q * 64) + (idx & 63), 2), 2)
+        idx = gl.arange(0, 64 * WK * WM, layout=WL2)   # warp = wm + WM·wk
+        woff = gl.max_contiguous(gl.multiple_of(((rb * WM + (idx >> 6) % WM) * KC + (idx >> 6) // WM * KCW) * (Q * 64) + (idx & 63), 2), 2)
         ACC_R: gl.constexpr = gl.SliceLayout(2, MMA)
         sw = gl.arange(0, WK, layout=gl.SliceLayout(1, ACC_R))
-        sr = gl.arange(0, 16, layout=gl.SliceLayout(0, ACC_R))
-        aoff = (rb * 16 + sr[None, :]) * NGR + sw[:, None] * (KW // GROUP)
+        sr = gl.arange(0, RM, layout=gl.SliceLayout(0, ACC_R))
+        aoff = (rb * RM + sr[None, :]) * NGR + sw[:, None] * (KW // GROUP)
         bufs = ()   # one shared allocation per (chunk, plane): Triton's barrier analysis then sees no overlap between the copies
         for c in gl.static_range(KCW):
             for q in gl.static_range(Q):
-                buf = gl.allocate_shared_memory(gl.int32, [64 * WK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                buf = gl.allocate_shared_memory(gl.int32, [64 * WK * WM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                 gl.nvidia.ampere.async_copy.async_copy_global_to_shared(buf, b_ptr + woff + (c * Q + q) * 64)
                 bufs = bufs + (buf,)
             gl.nvidia.ampere.async_copy.commit_group()
-        acc = gl.zeros([WK, 16, NT], gl.float32, MMA)
-        zero = gl.zeros([WK, 16, NT], gl.float32, MMA)
+        acc = gl.zeros([WK, RM, NT], gl.float32, MMA)
+        zero = gl.zeros([WK, RM, NT], gl.float32, MMA)
         part = ()
         for q in gl.static_range(Q):
             part = part + (zero,)
@@ -132,11 +133,11 @@ if gluon is not None:
             for h in gl.static_range(2):
                 new = ()
                 for q in gl.static_range(Q):
-                    w0, w1 = gl.split(gl.reshape(bufs[c * Q + q].load(WL2), [32 * WK, 2]))
+                    w0, w1 = gl.split(gl.reshape(bufs[c * Q + q].load(WL2), [32 * WK * WM, 2]))
                     if h == 0:
-                        new = new + (gl.nvidia.ampere.mma_v2(_signs_a(w0, A, WK), x0, part[q]),)
+                        new = new + (gl.nvidia.ampere.mma_v2(_signs_a(w0, A, WK, WM), x0, part[q]),)
                     else:
-                        new = new + (gl.nvidia.ampere.mma_v2(_signs_a(w1, A, WK), x1, part[q]),)
+                        new = new + (gl.nvidia.ampere.mma_v2(_signs_a(w1, A, WK, WM), x1, part[q]),)
                 part = new
                 if (2 * c + h + 1) % GK == 0:    # a group ends: α once per group and plane
                     for q in gl.static_range(Q):
@@ -147,39 +148,42 @@ if gluon is not None:
                         part = part + (zero,)
         out = gl.sum(acc, axis=0)
         OL: gl.constexpr = gl.SliceLayout(0, MMA)
-        orr = gl.arange(0, 16, layout=gl.SliceLayout(1, OL))
+        orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
         on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
-        gl.store(y_ptr + on[None, :] * N + rb * 16 + orr[:, None], out.to(gl.bfloat16), mask=on[None, :] < M)
+        gl.store(y_ptr + on[None, :] * N + rb * RM + orr[:, None], out.to(gl.bfloat16), mask=on[None, :] < M)
 
-def check_shape(M: int, N: int, K: int, Q: int, group: int, WK: int):
+LAST = {}   # the CompiledKernel of the last launch (for the occupancy diagnostic)
+
+def check_shape(M: int, N: int, K: int, Q: int, group: int, WK: int, WM: int = 1):
     "Clear errors for shapes the prototype does not cover."
     if not 1 <= M <= 16: raise ValueError(f'M={M}: the fragment kernel takes 1..16 tokens (verify width); use dequant + cuBLAS above')
-    if N % 16: raise ValueError(f'N={N} is not a multiple of 16')
+    if N % (16 * WM): raise ValueError(f'N={N} is not a multiple of 16·WM = {16 * WM}: pick a smaller WM')
     if K % (128 * WK) or (K // WK) % group: raise ValueError(f'K={K}: each of the WK={WK} warps must take whole k128 chunks and whole groups of {group}: pick another WK')
     if not 1 <= Q <= 8: raise ValueError(f'Q={Q} planes: 1..8')
 
-def bcq_fragment_mm(x, words, alpha, WK: int = 4, out=None):
+def bcq_fragment_mm(x, words, alpha, WK: int = 4, WM: int = 1, out=None):
     "x (M, K) bf16 @ Wᵀ with the sign planes in the fragment layout (`to_bcq_fragment_layout`) and α (Q, N, K/group) -> (M, N) bf16."
     if gluon is None: raise ImportError(f'the fragment kernel needs triton.experimental.gluon: {_GLUON_ERR}')
     M, K = x.shape; NB, KC, Q = words.shape[:3]; N = NB * 16
     if KC * 128 != K: raise ValueError(f'words cover K = {KC * 128} but x has K = {K}')
     group = K // alpha.shape[-1]
-    check_shape(M, N, K, Q, group, WK)
+    check_shape(M, N, K, Q, group, WK, WM)
     NT = 8 if M <= 8 else 16
     y = out if out is not None else torch.empty(M, N, dtype=torch.bfloat16, device=x.device)
-    MMA, A, B, WL2, XL = layouts(WK, NT)
-    bcq_fragment_kernel[(N // 16,)](words, alpha, x, y, M, N, K=K, GROUP=group, Q=Q, WK=WK, NT=NT, MMA=MMA, A=A, B=B, WL2=WL2, XL=XL, num_warps=WK)
+    MMA, A, B, WL2, XL = layouts(WK, NT, WM)
+    LAST['kernel'] = bcq_fragment_kernel[(N // (16 * WM),)](words, alpha, x, y, M, N, K=K, GROUP=group, Q=Q, WK=WK, NT=NT, WM=WM, MMA=MMA, A=A, B=B,
+                                                             WL2=WL2, XL=XL, num_warps=WK * WM)
     return y
 
-def compile_offline(WK: int, NT: int, K: int, Q: int, GROUP: int = 128):
+def compile_offline(WK: int, NT: int, K: int, Q: int, GROUP: int = 128, WM: int = 1):
     "Compile for sm_90 without a GPU (the Triton wheel ships ptxas)."
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
-    MMA, A, B, WL2, XL = layouts(WK, NT)
-    consts = dict(K=K, GROUP=GROUP, Q=Q, WK=WK, NT=NT, MMA=MMA, A=A, B=B, WL2=WL2, XL=XL)
+    MMA, A, B, WL2, XL = layouts(WK, NT, WM)
+    consts = dict(K=K, GROUP=GROUP, Q=Q, WK=WK, NT=NT, WM=WM, MMA=MMA, A=A, B=B, WL2=WL2, XL=XL)
     sig = {'b_ptr': '*i32', 'a_ptr': '*bf16', 'x_ptr': '*bf16', 'y_ptr': '*bf16', 'M': 'i32', 'N': 'i32'} | {k: 'constexpr' for k in consts}
     return triton.compile(GluonASTSource(fn=bcq_fragment_kernel, signature=sig, constexprs=consts, attrs={(i,): [['tt.divisibility', 16]] for i in range(4)}),
-                          target=GPUTarget('cuda', 90, 32), options={'num_warps': WK})
+                          target=GPUTarget('cuda', 90, 32), options={'num_warps': WK * WM})
 
 if __name__ == '__main__':
     if sys.argv[1:2] == ['check-pack']: check_pack()

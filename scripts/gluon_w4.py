@@ -179,11 +179,10 @@ if gluon is not None:
         a136 = gl.full([WK, RM, 64], 136.0, gl.bfloat16, A)
         acc = gl.zeros([WK, RM, NT], gl.float32, MMA)
         if DEPTH == 0:   # the warp's whole K slice of weight in flight at once: cp.async into shared memory, one commit group per group
-            gl.static_assert(WM == 1, 'DEPTH 0 takes WM = 1')
             bufs = ()   # one allocation per k64 step, so that Triton's barrier analysis sees no overlap between the copies
             for g in gl.static_range(NG):
                 for h in gl.static_range(HG):
-                    b = gl.allocate_shared_memory(gl.int32, [128 * WK], gl.SwizzledSharedLayout(1, 1, 1, [0]))
+                    b = gl.allocate_shared_memory(gl.int32, [128 * WK * WM], gl.SwizzledSharedLayout(1, 1, 1, [0]))
                     gl.nvidia.ampere.async_copy.async_copy_global_to_shared(b, w_ptr + woff + (g * HG + h) * 128)
                     bufs = bufs + (b,)
                 gl.nvidia.ampere.async_copy.commit_group()
@@ -201,6 +200,8 @@ if gluon is not None:
         on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
         gl.store(y_ptr + on[None, :] * N + rb * RM + orr[:, None], out.to(gl.bfloat16), mask=on[None, :] < M)
 
+LAST = {}   # the CompiledKernel of the last launch (for the occupancy diagnostic)
+
 def check_shape(M: int, N: int, K: int, WK: int, WM: int):
     "Clear errors for shapes the prototype does not cover."
     if not 1 <= M <= 16: raise ValueError(f'M={M}: the fragment kernel takes 1..16 tokens (verify width); use the dequant + cuBLAS path above')
@@ -215,7 +216,7 @@ def w4_fragment_mm(x, words, scales, WK: int = 4, WM: int = 1, DEPTH: int = 2, o
     NT = 8 if M <= 8 else 16
     y = out if out is not None else torch.empty(M, N, dtype=torch.bfloat16, device=x.device)
     MMA, A, B, WL, XL = layouts(WK, NT, WM)
-    w4_fragment_kernel[(N // (16 * WM),)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
+    LAST['kernel'] = w4_fragment_kernel[(N // (16 * WM),)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, num_warps=WK * WM)
     return y
 

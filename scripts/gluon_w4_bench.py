@@ -11,8 +11,8 @@ from pathlib import Path
 import torch
 
 SHAPES = [(9216, 2560), (2560, 9216), (12352, 2560), (10240, 2560), (2560, 4096), (4096, 2560)]   # (N, K) of the engine's W4A16 linears
-CANDS = [(4, 1, 2), (8, 1, 2), (2, 1, 2), (4, 2, 2), (4, 1, 0), (2, 1, 0), (8, 1, 0)]                   # (WK, WM, DEPTH); DEPTH 0 = all cp.async first
-BCQ_CANDS = [1, 2, 4, 8]                                                                              # WK of the BCQ kernel
+CANDS = [(4, 1, 2), (8, 1, 2), (2, 1, 2), (4, 1, 0), (2, 1, 0), (8, 1, 0), (2, 2, 0)]                   # (WK, WM, DEPTH); DEPTH 0 = all cp.async first
+BCQ_CANDS = [(4, 1), (2, 1), (8, 1), (2, 2)]                                                                              # WK of the BCQ kernel
 BCQ_Q = (3, 2, 4)
 NAME, BCQ_NAME = 'kernel_gluon_w4_h200', 'kernel_gluon_bcq_h200'
 
@@ -76,12 +76,12 @@ def run_bcq(out: str | None, budget_s: float):
                     yw = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16)
                     r['gluon_w4_us'] = {f'wk{wk}_d{d}': Kn._bench(lambda: G.w4_fragment_mm(x, wfr, s, wk, 1, d, out=yw), 5)
                                         for wk, d in ((4, 0), (4, 2), (8, 0), (8, 2)) if K % (128 * wk) == 0}
-                for WK in BCQ_CANDS:
-                    try: GB.check_shape(M, N, K, Q, 128, WK)
+                for WK, WM in BCQ_CANDS:
+                    try: GB.check_shape(M, N, K, Q, 128, WK, WM)
                     except ValueError: continue
-                    y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}'
+                    y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}'
                     try:
-                        f = lambda: GB.bcq_fragment_mm(x, words, alpha, WK, out=y)
+                        f = lambda: GB.bcq_fragment_mm(x, words, alpha, WK, WM, out=y)
                         f(); torch.cuda.synchronize()
                         r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
                     except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
@@ -90,7 +90,7 @@ def run_bcq(out: str | None, budget_s: float):
                 rows.append(r)
                 print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
     import triton
-    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, group=128, wk_candidates=BCQ_CANDS, wall_s=time.time() - t0,
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, group=128, candidates=[dict(WK=a, WM=b) for a, b in BCQ_CANDS], wall_s=time.time() - t0,
                note='prototype kernel of scripts/gluon_bcq.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
                     'reference of the same (random) signs and α; library_bcq = bcq_matmul on its kernel layout; for Q = 3 the W4A16 '
                     'kernels (library and Gluon prototype) are timed in the same loop, for the issue\'s BCQ3-vs-W4A16 ratio')
@@ -110,6 +110,24 @@ def render():
             'shapes tried (all in the JSON); its error is the worst over those shapes. Prototype: `scripts/gluon_w4.py`.\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('kernels_gluon_w4', md, 'gpu')); print(md)
+    try: doc = read_result(BCQ_NAME, 'gpu')
+    except FileNotFoundError: return
+    rows = []
+    for r in doc['rows']:
+        gw = min(r.get('gluon_w4_us', {}).values(), default=None)
+        rows.append(dict(shape=f"{r['N']}×{r['K']}", M=r['M'], Q=r['Q'], lib=r['library_bcq_us'], best=r.get('best', '–'), best_us=r.get('best_us'),
+                         libw4=r.get('library_w4_us'), gw4=gw, r_lib=r['library_w4_us'] / r['best_us'] if r.get('best_us') and r.get('library_w4_us') else None,
+                         r_gw=gw / r['best_us'] if r.get('best_us') and gw else None,
+                         err=max((v['rel_err'] for v in r['gluon'].values() if 'rel_err' in v), default=None)))
+    cols = [('shape', 'N×K'), ('M', 'M'), ('Q', 'planes'), ('lib', 'library BCQ µs', '{:.2f}'), ('best', 'Gluon BCQ config (WK, WM)'), ('best_us', 'Gluon BCQ µs', '{:.2f}'),
+            ('libw4', 'library W4A16 µs', '{:.2f}'), ('gw4', 'Gluon W4A16 µs', '{:.2f}'), ('r_lib', 'library W4A16 / Gluon BCQ', '{:.2f}×'),
+            ('r_gw', 'Gluon W4A16 / Gluon BCQ', '{:.2f}×'), ('err', 'max rel. error', '{:.1e}')]
+    md = ('### BCQ sign-select on tensor cores (Gluon prototype, not in the library), beside W4A16 in the same loop\n\n' + render_table(rows, cols)
+          + '\nGroup 128, random signs and α. The issue\'s target is BCQ 3-plane at M = 1 at least 1.2× faster than our W4A16: the two '
+            'ratio columns give it against the library\'s W4A16 kernel and against the Gluon W4A16 prototype (its fastest of DEPTH 0 / 2 '
+            'and WK 4 / 8 here). Timer: `effqwen.kernels._bench` (CUDA graph, L2 flushed). Prototype: `scripts/gluon_bcq.py`.\n\n'
+          + provenance_line(doc) + '\n')
+    print(write_table('kernels_gluon_bcq', md, 'gpu')); print(md)
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('stage', choices=['run', 'run-bcq', 'render'])

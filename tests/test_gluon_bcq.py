@@ -25,16 +25,17 @@ def test_bcq_shape_errors():
     with pytest.raises(ValueError, match='whole k128 chunks'): G.check_shape(1, 64, 640, 3, 128, 4)
     with pytest.raises(ValueError, match='whole k128 chunks'): G.check_shape(1, 64, 512, 3, 256, 4)
     with pytest.raises(ValueError, match='multiple of 16'): G.check_shape(1, 40, 512, 3, 128, 4)
+    with pytest.raises(ValueError, match='smaller WM'): G.check_shape(1, 48, 512, 3, 128, 4, 2)
 
 @pytest.mark.skipif(not torch.cuda.is_available() or G.gluon is None, reason='needs a CUDA GPU and triton.experimental.gluon')
 @pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('Q,group,WK', [(3, 128, 4), (2, 64, 2), (4, 256, 2), (3, 128, 1)])
-def test_bcq_kernel_matches_reference(M, Q, group, WK):
+@pytest.mark.parametrize('Q,group,WK,WM', [(3, 128, 4, 1), (2, 64, 2, 1), (4, 256, 2, 1), (3, 128, 1, 1), (3, 128, 2, 2), (3, 64, 1, 2)])
+def test_bcq_kernel_matches_reference(M, Q, group, WK, WM):
     from effqwen import kernels as K
     N, Kd = 96, 1024
     signs = K.pack_sign_words(torch.randint(0, 2, (Q, N, Kd), device='cuda') * 2 - 1)
     alpha = (torch.rand(Q, N, Kd // group, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
     x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
-    y = G.bcq_fragment_mm(x, G.to_bcq_fragment_layout(signs), alpha, WK)
+    y = G.bcq_fragment_mm(x, G.to_bcq_fragment_layout(signs), alpha, WK, WM)
     ref = K.bcq_mm_ref(x, signs, alpha).float()
     assert (y.float() - ref).abs().max() / ref.abs().max() < 1e-2

@@ -29,7 +29,7 @@ def test_shape_errors():
 
 @pytest.mark.skipif(not torch.cuda.is_available() or G.gluon is None, reason='needs a CUDA GPU and triton.experimental.gluon')
 @pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('WK,WM,DEPTH', [(4, 1, 2), (2, 2, 2), (4, 1, 3), (4, 1, 0), (2, 1, 0)])
+@pytest.mark.parametrize('WK,WM,DEPTH', [(4, 1, 2), (2, 2, 2), (4, 1, 3), (4, 1, 0), (2, 1, 0), (2, 2, 0)])
 def test_kernel_matches_reference(M, WK, WM, DEPTH):
     from effqwen import kernels as K
     N, Kd = 96, 1024
