@@ -16,14 +16,14 @@ log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'PREFILL_SDPA_GQA',
-           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT',
-           'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
-           'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
-           'reference_drafter_config', 'benchmark_latency']
+           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD',
+           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
+           'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms',
+           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -958,6 +958,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
     self.graphs = {}
     self.reset()
+    if FRAGMENT_LINEARS and dev.type == 'cuda': self.use_fragment(True, capture=False)
     if self.use_graphs: self._capture(); self.reset()
     return self
 
@@ -976,7 +977,21 @@ def _linears(self:Engine, head:bool=True)->list:
     "The engine's linear modules in call order: every layer's (`_layer_linears`), then the LM head."
     return [m for L in self.layers for m in _layer_linears(L)] + ([self.head] if head else [])
 
-Engine.setup, Engine.reset, Engine.linears = _setup, _reset, _linears
+FRAGMENT_LINEARS = os.environ.get('EFFQWEN_FRAGMENT', '0') == '1'   # W4A16 / BCQ linears on the Gluon fragment kernels for 1..16 rows
+
+def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
+    """Put every W4A16 / BCQ linear the fragment kernels support (`effqwen.gluon.fragment_supported`: group 128 for W4A16)
+    on them for 1..16 rows (decode, verify), or take them off; prefill keeps the dequantize + cuBLAS path. Records the
+    graphs again (`capture`). Returns how many linears changed."""
+    from effqwen.gluon import fragment_supported
+    n = 0
+    for m in self.linears():
+        if hasattr(m, 'use_fragment') and (not on or fragment_supported(m) is None):
+            m.use_fragment(on); n += 1
+    if capture and self.use_graphs and self.graphs: self._capture(); self.reset()
+    return n
+
+Engine.setup, Engine.reset, Engine.linears, Engine.use_fragment = _setup, _reset, _linears, _use_fragment
 
 # %% ../nbs/16_engine.ipynb #f6f50e09
 PREFILL_DEQUANT_AHEAD = False   # prefill with W4A16 linears: dequantize layer i+1's weights on a side stream during layer i

@@ -1194,8 +1194,18 @@ class W4A16Linear(nn.Module):
         self.register_buffer('weight_packed', torch.zeros(out_features, in_features // 8, dtype=torch.int32, device=device))
         self.register_buffer('weight_scale', torch.ones(out_features, in_features // group_size, dtype=dtype, device=device))
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+        self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same weight on the Gluon kernels' layout
 
-    def forward(self, x): return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
+    def forward(self, x):
+        if self.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]:   # 1..16 rows: the fragment kernel
+            y = torch.ops.effqwen.w4a16_frag_mm(x.reshape(-1, x.shape[-1]).contiguous(), self.weight_fragment, self.weight_scale).reshape(*x.shape[:-1], -1)
+            return y if self.bias is None else y + self.bias.to(y.dtype)
+        return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
+
+    def use_fragment(self, on:bool=True):
+        "Also hold the weight on the Gluon fragment layout (`effqwen.gluon`) and run 1..16 rows on it (`on=False`: drop it)."
+        from effqwen.gluon import use_fragment
+        use_fragment(self, on); return self
     def forward_swiglu(self, gu):
         "`self(swiglu_ref(gu))` for a fused [gate | up] input (..., 2·in_features): at one row the SwiGLU is in the mat-vec's loads."
         y = torch.ops.effqwen.w4a16_swiglu_mm(gu.reshape(-1, gu.shape[-1]).contiguous(), self.weight_packed, self.weight_scale)
@@ -1253,8 +1263,18 @@ class BCQLinear(nn.Module):
         self.register_buffer('weight_signs', torch.zeros(planes, out_features, in_features // 32, dtype=torch.int32, device=device))
         self.register_buffer('weight_alpha', torch.zeros(planes, out_features, in_features // group_size, dtype=dtype, device=device))
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+        self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same signs on the Gluon kernel's layout
 
-    def forward(self, x): return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
+    def forward(self, x):
+        if self.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]:   # 1..16 rows: the fragment kernel
+            y = torch.ops.effqwen.bcq_frag_mm(x.reshape(-1, x.shape[-1]).contiguous(), self.weight_fragment, self.weight_alpha).reshape(*x.shape[:-1], -1)
+            return y if self.bias is None else y + self.bias.to(y.dtype)
+        return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
+
+    def use_fragment(self, on:bool=True):
+        "Also hold the signs on the Gluon fragment layout (`effqwen.gluon`) and run 1..16 rows on it (`on=False`: drop it)."
+        from effqwen.gluon import use_fragment
+        use_fragment(self, on); return self
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

@@ -1,7 +1,7 @@
 """Diagnostic for the Gluon prototypes: resident CTAs per SM (cuOccupancyMaxActiveBlocksPerMultiprocessor) and the time
 with the driver's default shared-memory carveout vs the maximum carveout (cuFuncSetAttribute PREFERRED_SHARED_MEMORY_CARVEOUT).
 
-    PYTHONPATH=.:scripts python scripts/gluon_occupancy.py [--out DIR]
+    python scripts/gluon_occupancy.py
 """
 import ctypes, json, sys, time
 import torch
@@ -20,7 +20,7 @@ def set_carveout(kern, pct: int):
     if rc: raise RuntimeError(f'cuFuncSetAttribute: CUresult {rc}')
 
 def main():
-    import gluon_w4 as G, gluon_bcq as GB
+    import effqwen.gluon as G
     from effqwen import kernels as Kn
     torch.manual_seed(0); out = []
     for N, K, M, kind, WK, D in [(9216, 2560, 1, 'w4', 4, 0), (9216, 2560, 1, 'w4', 4, 2), (4096, 2560, 1, 'w4', 4, 0), (2560, 9216, 1, 'w4', 8, 0),
@@ -28,16 +28,14 @@ def main():
         x = torch.randn(M, K, device='cuda').to(torch.bfloat16); y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
         if kind == 'w4':
             wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
-            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16); w = G.to_fragment_layout(wp)
-            f = lambda: G.w4_fragment_mm(x, w, s, WK, 1, D, out=y)
-            mod = G
+            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16); w = G.w4_to_fragment(wp)
+            f = lambda: G.w4a16_fragment_matmul(x, w, s, (WK, 1, D), out=y)
         else:
             sg = torch.randint(-2**31, 2**31 - 1, (3, N, K // 32), dtype=torch.int64).to(torch.int32).cuda()
-            a = (torch.rand(3, N, K // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16); w = GB.to_bcq_fragment_layout(sg)
-            f = lambda: GB.bcq_fragment_mm(x, w, a, WK, out=y)
-            mod = GB
+            a = (torch.rand(3, N, K // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16); w = G.bcq_to_fragment(sg)
+            f = lambda: G.bcq_fragment_matmul(x, w, a, (WK, 1), out=y)
         f(); torch.cuda.synchronize()
-        ck = mod.LAST['kernel']
+        ck = G.LAST['kernel']
         r = dict(N=N, K=K, M=M, kind=kind, WK=WK, DEPTH=D, shared=ck.metadata.shared, regs=ck.n_regs, ctas=N // 16,
                  occ_default=occupancy(ck, 32 * WK), us_default=Kn._bench(f, 5))
         set_carveout(ck, 100)

@@ -1,10 +1,11 @@
-"""The Gluon fragment-layout W4A16 prototype (`scripts/gluon_w4.py`) on a GPU: checked against the float32 reference
-and timed beside the library's W4A16 kernel (`w4a16_matmul` on the kernel layout, its tuned config) and cuBLAS BF16,
+"""The Gluon fragment-layout kernels (`effqwen.gluon`; prototypes in `scripts/gluon_w4.py` / `gluon_bcq.py` until session
+13, when the committed results were measured) on a GPU: W4A16 checked against the float32 reference and timed beside the library's W4A16 kernel (`w4a16_matmul` on the kernel layout, its tuned config) and cuBLAS BF16,
 with the library's timer (`effqwen.kernels._bench`: CUDA-graph replay with an L2 flush), at the engine's W4A16 shapes,
 M = 1 / 8 / 16, for several CTA shapes (WK warps splitting K × WM row blocks) and prefetch depths.
 
-    PYTHONPATH=.:scripts python scripts/gluon_w4_bench.py run [--out DIR]   # GPU -> data/results/kernel_gluon_w4_h200.json
-    python scripts/gluon_w4_bench.py render                                # -> data/tables/kernels_gluon_w4.md
+    python scripts/gluon_w4_bench.py run [--out DIR]       # GPU -> data/results/kernel_gluon_w4_h200.json
+    python scripts/gluon_w4_bench.py run-bcq [--out DIR]   # GPU -> data/results/kernel_gluon_bcq_h200.json (BCQ beside W4A16)
+    python scripts/gluon_w4_bench.py render                # -> data/tables/kernels_gluon_w4.md, kernels_gluon_bcq.md
 """
 import argparse, json, os, time, traceback
 from pathlib import Path
@@ -17,14 +18,14 @@ BCQ_Q = (3, 2, 4)
 NAME, BCQ_NAME = 'kernel_gluon_w4_h200', 'kernel_gluon_bcq_h200'
 
 def run(out: str | None, budget_s: float):
-    import gluon_w4 as G
+    import effqwen.gluon as G
     from effqwen import kernels as Kn
     from effqwen.core import write_result
     torch.manual_seed(0); rows, t0 = [], time.time()
     for N, K in SHAPES:
         wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
         s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
-        words, wkl, wbf = G.to_fragment_layout(wp), Kn.w4a16_to_kernel_layout(wp), Kn.w4a16_dequantize(wp, s, dtype=torch.bfloat16)
+        words, wkl, wbf = G.w4_to_fragment(wp), Kn.w4a16_to_kernel_layout(wp), Kn.w4a16_dequantize(wp, s, dtype=torch.bfloat16)
         for M in (1, 8, 16):
             if time.time() - t0 > budget_s: break
             x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
@@ -32,10 +33,10 @@ def run(out: str | None, budget_s: float):
             r = dict(N=N, K=K, M=M, library_us=Kn._bench(lambda: Kn.w4a16_matmul(x, wkl, s, kernel_layout=True), 5),
                      bf16_cublas_us=Kn._bench(lambda: x @ wbf.T, 5), gluon={})
             for WK, WM, D in CANDS:
-                if K % (128 * WK) or N % (16 * WM): continue
+                if K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K > G._SMEM_MAX): continue
                 y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}_d{D}'
                 try:
-                    f = lambda: G.w4_fragment_mm(x, words, s, WK, WM, D, out=y)
+                    f = lambda: G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y)
                     f(); torch.cuda.synchronize()
                     r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
                 except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
@@ -45,15 +46,15 @@ def run(out: str | None, budget_s: float):
             print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
     import triton
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, candidates=[dict(WK=a, WM=b, DEPTH=d) for a, b, d in CANDS], wall_s=time.time() - t0,
-               note='prototype kernel of scripts/gluon_w4.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
+               note='the Gluon fragment-layout kernel (effqwen.gluon; a prototype in scripts/gluon_w4.py until session 13); rel_err = max |y - ref| / max |ref| against the float32 '
                     'reference of the same codes and scales (random); library = w4a16_matmul on the kernel layout (tuned config on an H200)')
     if out: os.environ["EFFQWEN_OUT"] = out
     print(write_result(NAME, doc, 'gpu'))
 
 def run_bcq(out: str | None, budget_s: float):
-    """BCQ at Q = 3 (then 2, 4), group 128: the Gluon sign-select kernel (`gluon_bcq.py`) beside the library's BCQ kernel
+    """BCQ at Q = 3 (then 2, 4), group 128: the Gluon sign-select kernel (`effqwen.gluon`) beside the library's BCQ kernel
     and, in the same loop, the library's W4A16 and the Gluon W4A16 (DEPTH 0 and 2) on the same x: the issue's ratio."""
-    import gluon_bcq as GB, gluon_w4 as G
+    import effqwen.gluon as G
     from effqwen import kernels as Kn
     from effqwen.core import write_result
     torch.manual_seed(0); rows, t0 = [], time.time()
@@ -61,11 +62,11 @@ def run_bcq(out: str | None, budget_s: float):
         for N, K in SHAPES:
             signs = torch.randint(-2**31, 2**31 - 1, (Q, N, K // 32), dtype=torch.int64).to(torch.int32).cuda()
             alpha = (torch.rand(Q, N, K // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
-            words, skl = GB.to_bcq_fragment_layout(signs), Kn.bcq_to_kernel_layout(signs)
+            words, skl = G.bcq_to_fragment(signs), Kn.bcq_to_kernel_layout(signs)
             if Q == 3:
                 wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
                 s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
-                wkl, wfr = Kn.w4a16_to_kernel_layout(wp), G.to_fragment_layout(wp)
+                wkl, wfr = Kn.w4a16_to_kernel_layout(wp), G.w4_to_fragment(wp)
             for M in ((1, 8, 16) if Q == 3 else (1,)):
                 if time.time() - t0 > budget_s: break
                 x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
@@ -74,14 +75,13 @@ def run_bcq(out: str | None, budget_s: float):
                 if Q == 3:
                     r['library_w4_us'] = Kn._bench(lambda: Kn.w4a16_matmul(x, wkl, s, kernel_layout=True), 5)
                     yw = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16)
-                    r['gluon_w4_us'] = {f'wk{wk}_d{d}': Kn._bench(lambda: G.w4_fragment_mm(x, wfr, s, wk, 1, d, out=yw), 5)
+                    r['gluon_w4_us'] = {f'wk{wk}_d{d}': Kn._bench(lambda: G.w4a16_fragment_matmul(x, wfr, s, (wk, 1, d), out=yw), 5)
                                         for wk, d in ((4, 0), (4, 2), (8, 0), (8, 2)) if K % (128 * wk) == 0}
                 for WK, WM in BCQ_CANDS:
-                    try: GB.check_shape(M, N, K, Q, 128, WK, WM)
-                    except ValueError: continue
+                    if N % (16 * WM) or K % (128 * WK): continue
                     y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}'
                     try:
-                        f = lambda: GB.bcq_fragment_mm(x, words, alpha, WK, WM, out=y)
+                        f = lambda: G.bcq_fragment_matmul(x, words, alpha, (WK, WM), out=y)
                         f(); torch.cuda.synchronize()
                         r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
                     except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
@@ -91,7 +91,7 @@ def run_bcq(out: str | None, budget_s: float):
                 print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
     import triton
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, group=128, candidates=[dict(WK=a, WM=b) for a, b in BCQ_CANDS], wall_s=time.time() - t0,
-               note='prototype kernel of scripts/gluon_bcq.py (not in the library); rel_err = max |y - ref| / max |ref| against the float32 '
+               note='the Gluon BCQ fragment kernel (effqwen.gluon; a prototype in scripts/gluon_bcq.py until session 13); rel_err = max |y - ref| / max |ref| against the float32 '
                     'reference of the same (random) signs and α; library_bcq = bcq_matmul on its kernel layout; for Q = 3 the W4A16 '
                     'kernels (library and Gluon prototype) are timed in the same loop, for the issue\'s BCQ3-vs-W4A16 ratio')
     if out: os.environ["EFFQWEN_OUT"] = out
@@ -105,9 +105,10 @@ def render():
                  err=max((v['rel_err'] for v in r['gluon'].values() if 'rel_err' in v), default=None)) for r in doc['rows']]
     cols = [('shape', 'N×K'), ('M', 'M'), ('lib', 'library W4A16 µs', '{:.2f}'), ('bf16', 'cuBLAS BF16 µs', '{:.2f}'), ('best', 'Gluon config (WK, WM, depth)'),
             ('best_us', 'Gluon µs', '{:.2f}'), ('ratio', 'library / Gluon', '{:.2f}×'), ('err', 'max rel. error', '{:.1e}')]
-    md = ('### W4A16 on an mma fragment layout (Gluon prototype, not in the library)\n\n' + render_table(rows, cols)
+    md = ('### W4A16 on an mma fragment layout (Gluon, `effqwen.gluon`)\n\n' + render_table(rows, cols)
           + '\nOne CUDA-graph timing run per row (`effqwen.kernels._bench`, L2 flushed); the Gluon column is the fastest of the CTA '
-            'shapes tried (all in the JSON); its error is the worst over those shapes. Prototype: `scripts/gluon_w4.py`.\n\n'
+            'shapes tried (all in the JSON); its error is the worst over those shapes. The kernel is `effqwen.gluon.w4a16_fragment_matmul`; runs '
+            'before session 13\'s move into the library measured the same kernel code as `scripts/gluon_w4.py` (the git sha below).\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('kernels_gluon_w4', md, 'gpu')); print(md)
     try: doc = read_result(BCQ_NAME, 'gpu')
@@ -122,10 +123,10 @@ def render():
     cols = [('shape', 'N×K'), ('M', 'M'), ('Q', 'planes'), ('lib', 'library BCQ µs', '{:.2f}'), ('best', 'Gluon BCQ config (WK, WM)'), ('best_us', 'Gluon BCQ µs', '{:.2f}'),
             ('libw4', 'library W4A16 µs', '{:.2f}'), ('gw4', 'Gluon W4A16 µs', '{:.2f}'), ('r_lib', 'library W4A16 / Gluon BCQ', '{:.2f}×'),
             ('r_gw', 'Gluon W4A16 / Gluon BCQ', '{:.2f}×'), ('err', 'max rel. error', '{:.1e}')]
-    md = ('### BCQ sign-select on tensor cores (Gluon prototype, not in the library), beside W4A16 in the same loop\n\n' + render_table(rows, cols)
+    md = ('### BCQ sign-select on tensor cores (Gluon, `effqwen.gluon`), beside W4A16 in the same loop\n\n' + render_table(rows, cols)
           + '\nGroup 128, random signs and α. The issue\'s target is BCQ 3-plane at M = 1 at least 1.2× faster than our W4A16: the two '
-            'ratio columns give it against the library\'s W4A16 kernel and against the Gluon W4A16 prototype (its fastest of DEPTH 0 / 2 '
-            'and WK 4 / 8 here). Timer: `effqwen.kernels._bench` (CUDA graph, L2 flushed). Prototype: `scripts/gluon_bcq.py`.\n\n'
+            'ratio columns give it against the library\'s W4A16 kernel and against the Gluon W4A16 kernel (its fastest of DEPTH 0 / 2 '
+            'and WK 4 / 8 here). Timer: `effqwen.kernels._bench` (CUDA graph, L2 flushed). The kernel is `effqwen.gluon.bcq_fragment_matmul`; runs before session 13\'s move into the library measured the same kernel code as `scripts/gluon_bcq.py` (the git sha below).\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('kernels_gluon_bcq', md, 'gpu')); print(md)
 

@@ -14,7 +14,7 @@ from collections import defaultdict
 import torch
 
 DEV = os.environ.get('DEV', 'cuda'); TINY = bool(os.environ.get('TINY'))
-GROUPS = [('w4a16 triton', r'w4a16|_mv2?_kernel|_tc_kernel|dequant'), ('cuBLAS matmul', r'gemm|gemv|cutlass|nvjet|sm90_xmma|matmul|cublas|addmm|aten::mm'),
+GROUPS = [('w4a16 triton', r'w4a16|_mv2?_kernel|_tc_kernel|dequant|fragment'), ('cuBLAS matmul', r'gemm|gemv|cutlass|nvjet|sm90_xmma|matmul|cublas|addmm|aten::mm'),
           ('gated-deltanet (fla / ours)', r'chunk|gdn|delta|_conv_|fused_recurrent|solve_tril|wy_|cumsum'),
           ('attention', r'flash|fmha|attn|attention|softmax|sdpa'), ('norm / swiglu (triton)', r'rms|norm|swiglu|silu'),
           ('copy / cat / index', r'copy|cat|index|gather|scatter|fill|memcpy|memset'), ('torch elementwise / reduce', r'elementwise|vectorized|reduce|unrolled|argmax|aten::')]
@@ -173,6 +173,18 @@ def swiglu_ab(eng, ids) -> dict|None:
     finally: E.DECODE_SWIGLU_MATVEC = own; eng._capture()
     return dict(r, module_default=own)
 
+def fragment_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the W4A16 linears on the library's Triton kernels and on the Gluon fragment-layout kernels
+    (`Engine.use_fragment`, `effqwen.gluon`), same graphs path otherwise; the 16 greedy tokens must agree."""
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    import effqwen.gluon as G
+    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
+    n = {}
+    def use(on): n[on] = eng.use_fragment(on, capture=False)
+    try: r = steps_ab(eng, ids, {f'fragment={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: eng.use_fragment(False)
+    return dict(r, linears_switched=n.get(True))
+
 def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
     positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
@@ -230,6 +242,7 @@ def render(path: str = 'data/results/step_profile_h200.json'):
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); ap.add_argument('--prompt', type=int, default=8192)
     ap.add_argument('--render', action='store_true')
+    ap.add_argument('--only', default=None, help="comma list of parts to run (e.g. 'fragment_ab'); default: all")
     a = ap.parse_args(); t0 = time.time()
     if a.render: return render()
     from effqwen.engine import Engine, StaticDrafter, reference_drafter_config
@@ -249,10 +262,19 @@ def main():
     eng = Engine(m, max_seq_len=L, tap_layers=cfg.target_layer_ids, block_size=cfg.block_size,
                  convert=lambda l: W4A16Linear.from_float(l, group_size=group))
     ids = torch.randint(0, min(1000, m.config.vocab_size), (1, P), device=DEV)
+    only = set(a.only.split(',')) if a.only else None
+    if only:   # a partial run: just these A/B parts, written under its own name
+        for part in sorted(only): res[part] = globals()[part](eng, ids)
+        res['wall_s'] = time.time() - t0
+        res['device'] = torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)'
+        from effqwen.core import write_result
+        if a.out: os.environ['EFFQWEN_OUT'] = a.out
+        print(write_result(('step_ab_h200' if not TINY else 'step_ab_dryrun'), res, 'gpu', device=DEV)); return
     res['prefill_ab'] = prefill_ab(eng, ids)
     res['pdl_ab'] = pdl_ab(eng, ids)
     res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
     res['swiglu_ab'] = swiglu_ab(eng, ids)
+    res['fragment_ab'] = fragment_ab(eng, ids)
     res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
     if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
     res['steps']['prefill'] = profile(lambda: eng.prefill(ids))

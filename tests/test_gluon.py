@@ -1,0 +1,80 @@
+"""The Gluon fragment-layout kernels (`effqwen.gluon`): packers on the CPU (round trips, where single codes / sign bits
+land in a lane's mma fragment, bad-shape errors, the modules' switch), and on a CUDA GPU both kernels against the
+references, for every CTA shape and prefetch mode the benchmark sweeps."""
+import pytest, torch
+import effqwen.gluon as G
+from effqwen import kernels as K
+
+def test_w4_fragment_packing():
+    c = torch.zeros(16, 64, dtype=torch.int64); c[9, 37] = -5          # one non-zero code: exactly one nibble is not 8
+    words = G.w4_to_fragment(K.pack_int4(c)).to(torch.int64) & 0xFFFFFFFF
+    assert words.shape == (1, 1, 32, 4)
+    nib = (words[..., None] >> (4 * torch.arange(8))) & 0xF
+    assert int((nib != 8).sum()) == 1 and torch.equal(G.w4_fragment_codes(G.w4_to_fragment(K.pack_int4(c))), c)
+    with pytest.raises(ValueError, match='multiple of 16'): G.w4_to_fragment(torch.zeros(20, 8, dtype=torch.int32))
+
+def test_bcq_fragment_packing():
+    s = -torch.ones(2, 16, 128, dtype=torch.int8); s[1, 11, 77] = 1    # all −1 but one sign: exactly one bit set, in plane 1
+    f = G.bcq_to_fragment(K.pack_sign_words(s))
+    assert f.shape == (1, 1, 2, 32, 2) and f.dtype == torch.int32
+    bits = ((f.to(torch.int64) & 0xFFFFFFFF)[..., None] >> torch.arange(32)) & 1
+    assert int(bits.sum()) == 1 and int(bits[0, 0, 1].sum()) == 1 and torch.equal(G.bcq_fragment_signs(f), s)
+    with pytest.raises(ValueError, match='multiple of 16'): G.bcq_to_fragment(torch.zeros(2, 20, 4, dtype=torch.int32))
+
+def test_config_and_errors():
+    assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 2) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 0) and G.fragment_config('bcq', 1, 9216, 2560, 3) == (4, 1, 0)
+    with pytest.raises(ValueError, match='multiple of 128'): G.fragment_config('w4a16', 1, 64, 96)
+    lin = torch.nn.Linear(256, 40)
+    assert 'multiple of 16' in G.fragment_supported(K.W4A16Linear.from_float(lin))
+    with pytest.raises(ValueError, match='no fragment path'): K.W4A16Linear.from_float(lin).use_fragment()
+
+def test_modules_reference_path_on_cpu():
+    torch.manual_seed(0)
+    for m in (K.W4A16Linear.from_float(torch.nn.Linear(256, 32)), K.BCQLinear(256, 32, planes=2, group_size=64)):
+        if isinstance(m, K.BCQLinear):
+            m.weight_signs.copy_(K.bcq_to_kernel_layout(K.pack_sign_words(torch.randint(0, 2, (2, 32, 256)) * 2 - 1)))
+            m.weight_alpha.copy_(torch.rand(2, 32, 4) * 0.1)
+        x = torch.randn(2, 3, 256)
+        y0 = m(x); m.use_fragment()
+        assert m.weight_fragment is not None and 'weight_fragment' not in m.state_dict()
+        ref = (x.float() @ (G.w4_fragment_dequantize(m.weight_fragment, m.weight_scale) if isinstance(m, K.W4A16Linear)
+                            else G.bcq_fragment_dequantize(m.weight_fragment, m.weight_alpha)).T)
+        assert torch.allclose(ref + (0 if m.bias is None else m.bias), y0, atol=1e-4)   # the packed weight is the module's weight
+        m.use_fragment(False); assert m.weight_fragment is None
+
+gpu = pytest.mark.skipif(not torch.cuda.is_available() or G.gluon is None, reason='needs a CUDA GPU and triton.experimental.gluon')
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('cfg', [(4, 1, 2), (2, 2, 2), (4, 1, 3), (4, 1, 0), (2, 1, 0), (2, 2, 0), None])
+def test_w4_kernel_matches_reference(M, cfg):
+    N, Kd = 96, 1024
+    wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    y = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s, cfg)
+    ref = K.w4a16_mm_ref(x, wp, s).float()
+    assert (y.float() - ref).abs().max() / ref.abs().max() < 1e-2
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('Q,group,cfg', [(3, 128, (4, 1)), (2, 64, (2, 1)), (4, 256, (2, 1)), (3, 128, (1, 1)), (3, 128, (2, 2)), (3, 64, (1, 2)), (3, 128, None)])
+def test_bcq_kernel_matches_reference(M, Q, group, cfg):
+    N, Kd = 96, 1024
+    signs = K.pack_sign_words(torch.randint(0, 2, (Q, N, Kd), device='cuda') * 2 - 1)
+    alpha = (torch.rand(Q, N, Kd // group, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    y = G.bcq_fragment_matmul(x, G.bcq_to_fragment(signs), alpha, cfg)
+    ref = K.bcq_mm_ref(x, signs, alpha).float()
+    assert (y.float() - ref).abs().max() / ref.abs().max() < 1e-2
+
+@gpu
+def test_modules_on_gpu_match_library_path():
+    torch.manual_seed(0)
+    m = K.W4A16Linear.from_float(torch.nn.Linear(2560, 4096, device='cuda'), group_size=128).cuda()
+    x = torch.randn(1, 7, 2560, device='cuda').to(torch.bfloat16)
+    y0 = m(x); m.use_fragment(); y1 = m(x)
+    assert (y1.float() - y0.float()).abs().max() / y0.float().abs().max() < 1e-2
+    y17 = m(torch.randn(17, 2560, device='cuda').to(torch.bfloat16))        # more than 16 rows: the library path
+    assert y17.shape == (17, 4096)
