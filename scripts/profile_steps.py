@@ -7,6 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # one A/B only -> step_ab_h200.json; --render-ab -> engine_step_ab.md
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
 import argparse, json, os, re, time
@@ -239,12 +240,36 @@ def render(path: str = 'data/results/step_profile_h200.json'):
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
+def render_ab(path: str = 'data/results/step_ab_h200.json'):
+    "Table of a partial run's A/B parts (`--only`): decode-1 / verify-16 ms per setting, and whether the tokens agreed."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.load(open(path)); rows = []
+    for part, r in doc.items():
+        if not isinstance(r, dict) or 'ms' not in r: continue
+        base = next(iter(r['ms'].values()))
+        for k, v in r['ms'].items():
+            rows.append(dict(part=part, setting=k, decode=v.get('decode_ms'), verify=v.get('verify_ms'),
+                             dr=base['decode_ms'] / v['decode_ms'] if 'decode_ms' in v else None,
+                             vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v else None, same=r.get('same_tokens')))
+    cols = [('part', 'A/B'), ('setting', 'setting'), ('decode', 'decode-1 ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
+            ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same 16 greedy tokens')]
+    md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16, {doc['prompt']}-token context)\n\n" + render_table(rows, cols)
+          + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round '
+            '(`scripts/profile_steps.py --only PART`). Speedups are against the first setting of each A/B. `fragment_ab`: the W4A16 '
+            'linears on the library\'s Triton kernels (0) or on the Gluon fragment-layout kernels (1, `Engine.use_fragment`: '
+          + f"{doc.get('fragment_ab', {}).get('linears_switched')} linears switched; the LM head is not a W4A16 linear in this engine). "
+          + 'The greedy tokens of random weights follow near-ties, so a kernel '
+            'that sums in another order can change them (the kernels themselves pass Marlin\'s error test, `tests/test_gluon.py`).\n\n'
+          + provenance_line(doc) + '\n')
+    print(write_table('engine_step_ab', md, 'gpu')); print(md)
+
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); ap.add_argument('--prompt', type=int, default=8192)
-    ap.add_argument('--render', action='store_true')
+    ap.add_argument('--render', action='store_true'); ap.add_argument('--render-ab', action='store_true')
     ap.add_argument('--only', default=None, help="comma list of parts to run (e.g. 'fragment_ab'); default: all")
     a = ap.parse_args(); t0 = time.time()
     if a.render: return render()
+    if a.render_ab: return render_ab()
     from effqwen.engine import Engine, StaticDrafter, reference_drafter_config
     from effqwen.kernels import W4A16Linear
     from effqwen.dflash import DFlashDrafter, DFlashConfig
