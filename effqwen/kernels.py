@@ -1185,6 +1185,10 @@ def _linear(op, x, a, b, bias, kernel_layout=False):
     y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, kernel_layout).reshape(*x.shape[:-1], -1)
     return y if bias is None else y + bias.to(y.dtype)
 
+def _fragment_rows(m, x)->bool:
+    "Does `m` take `x` on its fragment-layout weight (`use_fragment`: 1..16 rows on a GPU)?"
+    return m.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]
+
 class W4A16Linear(nn.Module):
     "`nn.Linear` with symmetric INT4 weights (compressed-tensors pack-quantized) and per-group scales."
     def __init__(self, in_features:int, out_features:int, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
@@ -1197,9 +1201,7 @@ class W4A16Linear(nn.Module):
         self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same weight on the Gluon kernels' layout
 
     def forward(self, x):
-        if self.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]:   # 1..16 rows: the fragment kernel
-            y = torch.ops.effqwen.w4a16_frag_mm(x.reshape(-1, x.shape[-1]).contiguous(), self.weight_fragment, self.weight_scale).reshape(*x.shape[:-1], -1)
-            return y if self.bias is None else y + self.bias.to(y.dtype)
+        if _fragment_rows(self, x): return _linear(lambda v, w, s, _: torch.ops.effqwen.w4a16_frag_mm(v, w, s), x, self.weight_fragment, self.weight_scale, self.bias)
         return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
 
     def use_fragment(self, on:bool=True):
@@ -1266,9 +1268,7 @@ class BCQLinear(nn.Module):
         self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same signs on the Gluon kernel's layout
 
     def forward(self, x):
-        if self.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]:   # 1..16 rows: the fragment kernel
-            y = torch.ops.effqwen.bcq_frag_mm(x.reshape(-1, x.shape[-1]).contiguous(), self.weight_fragment, self.weight_alpha).reshape(*x.shape[:-1], -1)
-            return y if self.bias is None else y + self.bias.to(y.dtype)
+        if _fragment_rows(self, x): return _linear(lambda v, w, a, _: torch.ops.effqwen.bcq_frag_mm(v, w, a), x, self.weight_fragment, self.weight_alpha, self.bias)
         return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
 
     def use_fragment(self, on:bool=True):
