@@ -28,6 +28,7 @@ r['gdn_verify'] = E.GDN_VERIFY
 r['attn_chunk'] = E.ATTN_CHUNK
 r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MATVEC, read when effqwen.engine is imported)
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
+r['fragment_linears'] = E.FRAGMENT_LINEARS   # the engine's W4A16 linears on the Gluon fragment kernels for 1..16 rows (EFFQWEN_FRAGMENT=1)
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
 p = write_result('latency_h200', r, get_profile('gpu'))
