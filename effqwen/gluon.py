@@ -322,7 +322,14 @@ def _check_x(x:torch.Tensor, K:int):
     if x.shape[1] != K: raise ValueError(f'x has K={x.shape[1]} columns but the fragment words cover K={K}')
     if not x.is_contiguous(): raise ValueError('x is not contiguous: pass x.contiguous()')
 
-def _use_kernel(x)->bool: return gluon is not None and x.is_cuda and x.dtype == torch.bfloat16 and 1 <= x.shape[0] <= 16
+def _use_kernel(x)->bool:
+    """True for the Gluon kernel (CUDA), False for the torch reference (CPU); on CUDA, inputs the kernels do not take raise
+    instead of falling back to a slow reference."""
+    if not x.is_cuda: return False
+    if gluon is None: raise ValueError(f'the fragment kernels need triton.experimental.gluon ({_GLUON_ERR}): use the library kernels (use_fragment(False))')
+    if x.dtype != torch.bfloat16: raise ValueError(f'x has dtype {x.dtype}: the fragment kernels take bfloat16 activations (the library kernels take fp16 / fp32)')
+    if not 1 <= x.shape[0] <= 16: raise ValueError(f'x has {x.shape[0]} rows: the fragment kernels take 1..16 (decode, verify); use the library path (dequantize + cuBLAS) for more')
+    return True
 
 def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU path)
                           words:torch.Tensor, # [N/16, K/64, 32, 4] int32 from `w4_to_fragment`

@@ -1186,8 +1186,8 @@ def _linear(op, x, a, b, bias, kernel_layout=False):
     return y if bias is None else y + bias.to(y.dtype)
 
 def _fragment_rows(m, x)->bool:
-    "Does `m` take `x` on its fragment-layout weight (`use_fragment`: 1..16 rows on a GPU)?"
-    return m.weight_fragment is not None and x.is_cuda and x.numel() <= 16 * x.shape[-1]
+    "Does `m` take `x` on its fragment-layout weight (`use_fragment`: 1..16 bf16 rows on a GPU)?"
+    return m.weight_fragment is not None and x.is_cuda and x.dtype == torch.bfloat16 and x.numel() <= 16 * x.shape[-1]
 
 class W4A16Linear(nn.Module):
     "`nn.Linear` with symmetric INT4 weights (compressed-tensors pack-quantized) and per-group scales."
