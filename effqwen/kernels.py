@@ -1181,15 +1181,22 @@ def _(x, weight_signs, weight_alpha, kernel_layout=False):
     return x.new_empty(x.shape[0], weight_signs.shape[1])
 
 # %% ../nbs/15_kernels.ipynb #17df4996
-def _linear(op, x, a, b, bias, kernel_layout=False):
-    y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, kernel_layout).reshape(*x.shape[:-1], -1)
+def _linear(op, x, a, b, bias, *args):
+    y = op(x.reshape(-1, x.shape[-1]).contiguous(), a, b, *args).reshape(*x.shape[:-1], -1)
     return y if bias is None else y + bias.to(y.dtype)
 
-def _fragment_rows(m, x)->bool:
-    "Does `m` take `x` on its fragment-layout weight (`use_fragment`: 1..16 bf16 rows on a GPU)?"
-    return m.weight_fragment is not None and x.is_cuda and x.dtype == torch.bfloat16 and x.numel() <= 16 * x.shape[-1]
+class _Fragment:
+    "`use_fragment` for the quantized linears: the same weight also on the Gluon kernels' layout (`effqwen.gluon`)."
+    def _fragment_rows(self, x)->bool:
+        "Does `x` go to the fragment kernel (weight on the fragment layout, 1..16 bf16 rows on a GPU)?"
+        return self.weight_fragment is not None and x.is_cuda and x.dtype == torch.bfloat16 and x.numel() <= 16 * x.shape[-1]
 
-class W4A16Linear(nn.Module):
+    def use_fragment(self, on:bool=True):
+        "Also hold the weight on the Gluon fragment layout and run 1..16 rows on it (`on=False`: drop it)."
+        from effqwen.gluon import use_fragment
+        use_fragment(self, on); return self
+
+class W4A16Linear(_Fragment, nn.Module):
     "`nn.Linear` with symmetric INT4 weights (compressed-tensors pack-quantized) and per-group scales."
     def __init__(self, in_features:int, out_features:int, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
         super().__init__()
@@ -1201,18 +1208,12 @@ class W4A16Linear(nn.Module):
         self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same weight on the Gluon kernels' layout
 
     def forward(self, x):
-        if _fragment_rows(self, x): return _linear(lambda v, w, s, _: torch.ops.effqwen.w4a16_frag_mm(v, w, s), x, self.weight_fragment, self.weight_scale, self.bias)
+        if self._fragment_rows(x): return _linear(torch.ops.effqwen.w4a16_frag_mm, x, self.weight_fragment, self.weight_scale, self.bias)
         return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
 
-    def use_fragment(self, on:bool=True):
-        "Also hold the weight on the Gluon fragment layout (`effqwen.gluon`) and run 1..16 rows on it (`on=False`: drop it)."
-        from effqwen.gluon import use_fragment
-        use_fragment(self, on); return self
     def forward_swiglu(self, gu):
         "`self(swiglu_ref(gu))` for a fused [gate | up] input (..., 2·in_features): at one row the SwiGLU is in the mat-vec's loads."
-        y = torch.ops.effqwen.w4a16_swiglu_mm(gu.reshape(-1, gu.shape[-1]).contiguous(), self.weight_packed, self.weight_scale)
-        y = y.reshape(*gu.shape[:-1], -1)
-        return y if self.bias is None else y + self.bias.to(y.dtype)
+        return _linear(torch.ops.effqwen.w4a16_swiglu_mm, gu, self.weight_packed, self.weight_scale, self.bias)
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)
@@ -1256,7 +1257,7 @@ class W4A16Linear(nn.Module):
         return cls.from_codes(codes, s, None if linear.bias is None else linear.bias.detach().to(dtype))
 
 # %% ../nbs/15_kernels.ipynb #9baa3299
-class BCQLinear(nn.Module):
+class BCQLinear(_Fragment, nn.Module):
     "`nn.Linear` with binary-coded weights: Q bit-packed sign planes and per-group scales α."
     def __init__(self, in_features:int, out_features:int, planes:int=3, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
         super().__init__()
@@ -1268,13 +1269,8 @@ class BCQLinear(nn.Module):
         self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same signs on the Gluon kernel's layout
 
     def forward(self, x):
-        if _fragment_rows(self, x): return _linear(lambda v, w, a, _: torch.ops.effqwen.bcq_frag_mm(v, w, a), x, self.weight_fragment, self.weight_alpha, self.bias)
+        if self._fragment_rows(x): return _linear(torch.ops.effqwen.bcq_frag_mm, x, self.weight_fragment, self.weight_alpha, self.bias)
         return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
-
-    def use_fragment(self, on:bool=True):
-        "Also hold the signs on the Gluon fragment layout (`effqwen.gluon`) and run 1..16 rows on it (`on=False`: drop it)."
-        from effqwen.gluon import use_fragment
-        use_fragment(self, on); return self
 
     def _save_to_state_dict(self, destination, prefix, keep_vars):
         super()._save_to_state_dict(destination, prefix, keep_vars)

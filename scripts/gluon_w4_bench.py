@@ -17,6 +17,20 @@ BCQ_CANDS = [(4, 1), (2, 1), (8, 1), (2, 2)]                                    
 BCQ_Q = (3, 2, 4)
 NAME, BCQ_NAME = 'kernel_gluon_w4_h200', 'kernel_gluon_bcq_h200'
 
+def _checked_time(call, M: int, N: int, ref) -> dict:
+    "One candidate: `call(y)` writes the (M, N) product into y; its max relative error against ref and its `_bench` µs (or the error)."
+    from effqwen import kernels as Kn
+    y = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16)
+    try:
+        call(y); torch.cuda.synchronize()
+        return dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(lambda: call(y), 5))
+    except Exception: return dict(error=traceback.format_exc()[-600:])
+
+def _pick_best(r: dict):
+    "The fastest candidate of a row whose error is below 1e-2 -> r['best'], r['best_us']."
+    ok = {k: v['us'] for k, v in r['gluon'].items() if 'us' in v and v['rel_err'] < 1e-2}
+    if ok: r['best'] = min(ok, key=ok.get); r['best_us'] = ok[r['best']]
+
 def run(out: str | None, budget_s: float):
     import effqwen.gluon as G
     from effqwen import kernels as Kn
@@ -34,15 +48,8 @@ def run(out: str | None, budget_s: float):
                      bf16_cublas_us=Kn._bench(lambda: x @ wbf.T, 5), gluon={})
             for WK, WM, D in CANDS:
                 if K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K > G._SMEM_MAX): continue
-                y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}_d{D}'
-                try:
-                    f = lambda: G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y)
-                    f(); torch.cuda.synchronize()
-                    r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
-                except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
-            ok = {k: v['us'] for k, v in r['gluon'].items() if 'us' in v and v['rel_err'] < 1e-2}
-            if ok: r['best'] = min(ok, key=ok.get); r['best_us'] = ok[r['best']]
-            rows.append(r)
+                r['gluon'][f'wk{WK}_wm{WM}_d{D}'] = _checked_time(lambda y: G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y), M, N, ref)
+            _pick_best(r); rows.append(r)
             print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
     import triton
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, candidates=[dict(WK=a, WM=b, DEPTH=d) for a, b, d in CANDS], wall_s=time.time() - t0,
@@ -79,15 +86,8 @@ def run_bcq(out: str | None, budget_s: float):
                                         for wk, d in ((4, 0), (4, 2), (8, 0), (8, 2)) if K % (128 * wk) == 0}
                 for WK, WM in BCQ_CANDS:
                     if N % (16 * WM) or K % (128 * WK): continue
-                    y, c = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16), f'wk{WK}_wm{WM}'
-                    try:
-                        f = lambda: G.bcq_fragment_matmul(x, words, alpha, (WK, WM), out=y)
-                        f(); torch.cuda.synchronize()
-                        r['gluon'][c] = dict(rel_err=float((y.float() - ref).abs().max() / ref.abs().max()), us=Kn._bench(f, 5))
-                    except Exception: r['gluon'][c] = dict(error=traceback.format_exc()[-600:])
-                ok = {k: v['us'] for k, v in r['gluon'].items() if 'us' in v and v['rel_err'] < 1e-2}
-                if ok: r['best'] = min(ok, key=ok.get); r['best_us'] = ok[r['best']]
-                rows.append(r)
+                    r['gluon'][f'wk{WK}_wm{WM}'] = _checked_time(lambda y: G.bcq_fragment_matmul(x, words, alpha, (WK, WM), out=y), M, N, ref)
+                _pick_best(r); rows.append(r)
                 print(json.dumps({k: v for k, v in r.items() if k != 'gluon'}), flush=True)
     import triton
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, group=128, candidates=[dict(WK=a, WM=b) for a, b in BCQ_CANDS], wall_s=time.time() - t0,

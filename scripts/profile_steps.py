@@ -290,33 +290,31 @@ def main():
     only = set(a.only.split(',')) if a.only else None
     if only:   # a partial run: just these A/B parts, written under its own name
         for part in sorted(only): res[part] = globals()[part](eng, ids)
-        res['wall_s'] = time.time() - t0
-        res['device'] = torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)'
-        from effqwen.core import write_result
-        if a.out: os.environ['EFFQWEN_OUT'] = a.out
-        print(write_result(('step_ab_h200' if not TINY else 'step_ab_dryrun'), res, 'gpu', device=DEV)); return
-    res['prefill_ab'] = prefill_ab(eng, ids)
-    res['pdl_ab'] = pdl_ab(eng, ids)
-    res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
-    res['swiglu_ab'] = swiglu_ab(eng, ids)
-    res['fragment_ab'] = fragment_ab(eng, ids)
-    res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
-    if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
-    res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
-    print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
-    eng.prefill(ids)
-    with torch.no_grad():
-        res['steps']['decode'] = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
-        res['steps']['verify16'] = profile(lambda: eng._run(eng.block_size, 'verify'), n=5)
-    dr = DFlashDrafter(cfg).to(DEV, next(m.parameters()).dtype).eval().bind(m)
-    sd = StaticDrafter(dr, L, cuda_graphs=False)
-    sd.propose(ids[:, :P], torch.randn(1, P, cfg.n_taps * cfg.hidden_size, device=DEV, dtype=sd.ctx_in.dtype), eng.block_size - 1); sd.n_new.zero_()
-    with torch.no_grad(): res['steps']['drafter_bf16_full'] = profile(sd._step, n=5)
-    for k, v in res['steps'].items(): print(k, round(v['total_us']), 'us,', round(v['kernels']), 'kernels', {g: round(x['us']) for g, x in v['groups'].items()}, flush=True)
+        name = 'step_ab'
+    else:
+        res['prefill_ab'] = prefill_ab(eng, ids)
+        res['pdl_ab'] = pdl_ab(eng, ids)
+        res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
+        res['swiglu_ab'] = swiglu_ab(eng, ids)
+        res['fragment_ab'] = fragment_ab(eng, ids)
+        res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
+        if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
+        res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
+        print('prefill', round(res['steps']['prefill']['total_us']), 'us', flush=True)
+        eng.prefill(ids)
+        with torch.no_grad():
+            res['steps']['decode'] = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
+            res['steps']['verify16'] = profile(lambda: eng._run(eng.block_size, 'verify'), n=5)
+        dr = DFlashDrafter(cfg).to(DEV, next(m.parameters()).dtype).eval().bind(m)
+        sd = StaticDrafter(dr, L, cuda_graphs=False)
+        sd.propose(ids[:, :P], torch.randn(1, P, cfg.n_taps * cfg.hidden_size, device=DEV, dtype=sd.ctx_in.dtype), eng.block_size - 1); sd.n_new.zero_()
+        with torch.no_grad(): res['steps']['drafter_bf16_full'] = profile(sd._step, n=5)
+        for k, v in res['steps'].items(): print(k, round(v['total_us']), 'us,', round(v['kernels']), 'kernels', {g: round(x['us']) for g, x in v['groups'].items()}, flush=True)
+        name = 'step_profile'
     res['wall_s'] = time.time() - t0
     res['device'] = torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)'
     from effqwen.core import write_result
     if a.out: os.environ['EFFQWEN_OUT'] = a.out
-    print(write_result('step_profile_h200' if not TINY else 'step_profile_dryrun', res, 'gpu', device=DEV))
+    print(write_result(f'{name}_h200' if not TINY else f'{name}_dryrun', res, 'gpu', device=DEV))
 
 if __name__ == '__main__': main()

@@ -24,7 +24,7 @@ def test_bcq_fragment_packing():
 
 def test_config_and_errors():
     assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 2) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
-    assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 0) and G.fragment_config('bcq', 1, 9216, 2560, 3) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 0) and G.fragment_config('bcq', 1, 9216, 2560) == (4, 1, 0)
     with pytest.raises(ValueError, match='multiple of 128'): G.fragment_config('w4a16', 1, 64, 96)
     lin = torch.nn.Linear(256, 40)
     assert 'multiple of 16' in G.fragment_supported(K.W4A16Linear.from_float(lin))
