@@ -15,15 +15,15 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'PREFILL_SDPA_GQA',
-           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD',
-           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm',
-           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
-           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
-           'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
+           'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -549,7 +549,8 @@ if triton is not None:
     @triton.jit
     def _conv_prefill_kernel(proj_ptr, w_ptr, out_ptr, T, C, Kd, Vd, PS,
                              KC: tl.constexpr, BT: tl.constexpr, BC: tl.constexpr,
-                             QKNORM: tl.constexpr = False):   # BC = Dk: each q/k block is one head, L2-normalized here
+                             QKNORM: tl.constexpr = False,   # BC = Dk: each q/k block is one head, L2-normalized here
+                             ALIGNED: tl.constexpr = False):  # BC divides Kd and Vd: a block lies inside one of q / k / v
         t = (tl.program_id(0) * BT + tl.arange(0, BT)).to(tl.int64)
         c = tl.program_id(1) * BC + tl.arange(0, BC)
         mt, mc = t < T, c < C
@@ -564,48 +565,58 @@ if triton is not None:
             if tl.program_id(1) * BC < 2 * Kd:                          # a q or k head: y / sqrt(Σ y² + 1e-6) in float32 (fla's l2norm)
                 y = y * tl.rsqrt(tl.sum(y * y, 1) + 1e-6)[:, None]
         c2 = c[None, :].to(tl.int64)                                     # [q (T·Kd) | k (T·Kd) | v (T·Vd)], each contiguous
-        dst = tl.where(c2 < Kd, t[:, None] * Kd + c2,
-                       tl.where(c2 < 2 * Kd, T * Kd + t[:, None] * Kd + (c2 - Kd), 2 * T * Kd + t[:, None] * Vd + (c2 - 2 * Kd)))
+        if ALIGNED:   # the block's region picked once (scalars), so the stores stay provably contiguous (vectorized)
+            c0 = tl.program_id(1) * BC
+            in_k, in_v = c0 >= Kd, c0 >= 2 * Kd
+            rs = tl.where(in_v, Vd, Kd).to(tl.int64)
+            cb = tl.where(in_v, 2 * Kd, tl.where(in_k, Kd, 0)).to(tl.int64)
+            dst = cb * T + t[:, None] * rs + (c2 - cb)
+        else:
+            dst = tl.where(c2 < Kd, t[:, None] * Kd + c2,
+                           tl.where(c2 < 2 * Kd, T * Kd + t[:, None] * Kd + (c2 - Kd), 2 * T * Kd + t[:, None] * Vd + (c2 - 2 * Kd)))
         tl.store(out_ptr + dst, y.to(dt), mask=mt[:, None] & mc[None, :])
 
     @triton.jit
-    def _attn_prep_kernel(proj_ptr, cos_ptr, sin_ptr, pos_ptr, qn_ptr, kn_ptr, q_ptr, kc_ptr, vc_ptr, PS, LMAX, eps,
+    def _attn_prep_kernel(proj_ptr, cos_ptr, sin_ptr, pos_ptr, qn_ptr, kn_ptr, q_ptr, kc_ptr, vc_ptr, PS, LMAX, eps, T,
                           H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, R: tl.constexpr, GATE: tl.constexpr,
                           QKN: tl.constexpr, OFFSET: tl.constexpr, BD: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr,
+                          BT: tl.constexpr = 1,   # tokens per program (one head each): 1 for a step, more for a prompt
                           PDL: tl.constexpr = False):
         _pdl_enter(PDL)
-        i = tl.program_id(0); t = tl.program_id(1).to(tl.int64)
+        i = tl.program_id(0)
+        t = tl.program_id(1).to(tl.int64) * BT + tl.arange(0, BT); mt = t < T
         dt = q_ptr.dtype.element_ty
-        pos = tl.load(pos_ptr) + t
-        row = proj_ptr + t * PS
+        pos = (tl.load(pos_ptr) + t)[:, None]
+        row = proj_ptr + t[:, None] * PS
         is_q = i < H
         j = tl.maximum(i - H, 0)
         off = tl.where(is_q, i * QS, H * QS + j * D)
         d = tl.arange(0, BD); md = d < D
         pd = tl.where(d < HALF, d + HALF, d - HALF)
         mr = md & (d < R)
-        x = tl.load(row + off + d, mask=md, other=0.0).to(tl.float32)
-        xp = tl.load(row + off + pd, mask=mr, other=0.0).to(tl.float32)
+        m2, mr2 = mt[:, None] & md[None, :], mt[:, None] & mr[None, :]
+        x = tl.load(row + off + d[None, :], mask=m2, other=0.0).to(tl.float32)
+        xp = tl.load(row + off + pd[None, :], mask=mr2, other=0.0).to(tl.float32)
         if QKN:
-            rstd = tl.rsqrt(tl.sum(x * x, 0) / D + eps)
-            w = tl.where(is_q, tl.load(qn_ptr + d, mask=md, other=0.0), tl.load(kn_ptr + d, mask=md, other=0.0)).to(tl.float32)
-            wp = tl.where(is_q, tl.load(qn_ptr + pd, mask=mr, other=0.0), tl.load(kn_ptr + pd, mask=mr, other=0.0)).to(tl.float32)
+            rstd = tl.rsqrt(tl.sum(x * x, 1) / D + eps)[:, None]
+            w = tl.where(is_q, tl.load(qn_ptr + d, mask=md, other=0.0), tl.load(kn_ptr + d, mask=md, other=0.0)).to(tl.float32)[None, :]
+            wp = tl.where(is_q, tl.load(qn_ptr + pd, mask=mr, other=0.0), tl.load(kn_ptr + pd, mask=mr, other=0.0)).to(tl.float32)[None, :]
             if OFFSET:
                 x = (x * rstd * w).to(dt).to(tl.float32); xp = (xp * rstd * wp).to(dt).to(tl.float32)
             else:
                 x = (w * (x * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
                 xp = (wp * (xp * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
-        cs = tl.load(cos_ptr + pos * R + d, mask=mr, other=0.0).to(tl.float32)
-        sn = tl.load(sin_ptr + pos * R + d, mask=mr, other=0.0).to(tl.float32)
-        rot = tl.where(d < HALF, -xp, xp)
+        cs = tl.load(cos_ptr + pos * R + d[None, :], mask=mr2, other=0.0).to(tl.float32)
+        sn = tl.load(sin_ptr + pos * R + d[None, :], mask=mr2, other=0.0).to(tl.float32)
+        rot = tl.where((d < HALF)[None, :], -xp, xp)
         xr = ((x * cs).to(dt).to(tl.float32) + (rot * sn).to(dt).to(tl.float32)).to(dt)
-        out = tl.where(d < R, xr, x.to(dt))
-        mq = md & ((d * 0 + i) < H)                                     # vector masks: this program writes q, or k and v
-        mkv = md & ((d * 0 + i) >= H)
-        tl.store(q_ptr + (t * H + i) * D + d, out, mask=mq)
-        kvo = (j.to(tl.int64) * LMAX + pos) * D + d
+        out = tl.where((d < R)[None, :], xr, x.to(dt))
+        mq = m2 & ((d * 0 + i) < H)[None, :]                            # vector masks: this program writes q, or k and v
+        mkv = m2 & ((d * 0 + i) >= H)[None, :]
+        tl.store(q_ptr + (t[:, None] * H + i) * D + d[None, :], out, mask=mq)
+        kvo = (j.to(tl.int64) * LMAX + pos) * D + d[None, :]
         tl.store(kc_ptr + kvo, out, mask=mkv)
-        v = tl.load(row + H * QS + HKV * D + j * D + d, mask=mkv, other=0.0)
+        v = tl.load(row + H * QS + HKV * D + j * D + d[None, :], mask=mkv, other=0.0)
         tl.store(vc_ptr + kvo, v, mask=mkv)
 
     @triton.jit
@@ -761,6 +772,7 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
 
 PREFILL_GVA = True   # on a GPU with flash-linear-attention: hand its chunk kernel q/k with their Hk heads (grouped values)
 PREFILL_QK_NORM = True   # fused prefill: L2-normalize q/k in the conv kernel (not in the chunk rule's own passes)
+CONV_PREFILL_BT_WARPS = (32, 4)   # prefill conv kernel: tokens per program, warps
 
 def fla_chunk_rule(device)->'callable|None':
     """flash-linear-attention's `chunk_gated_delta_rule` on a CUDA device where it is installed (and `PREFILL_GVA`), else
@@ -781,7 +793,9 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     # channel counts), instead of two separate normalizing passes over q and k in the chunk rule
     qkn = PREFILL_QK_NORM and Dk == _np2(Dk) and Dk >= 16 and Kd % Dk == 0 and Vd % Dk == 0
     bc = Dk if qkn else 128
-    _conv_prefill_kernel[(triton.cdiv(T, 32), triton.cdiv(C, bc))](proj, conv_w, qkv, T, C, Kd, Vd, PS, KC=KC, BT=32, BC=bc, QKNORM=qkn, num_warps=4)
+    bt, nw = CONV_PREFILL_BT_WARPS
+    _conv_prefill_kernel[(triton.cdiv(T, bt), triton.cdiv(C, bc))](proj, conv_w, qkv, T, C, Kd, Vd, PS, KC=KC, BT=bt, BC=bc, QKNORM=qkn,
+                                                                   ALIGNED=Kd % bc == 0 and Vd % bc == 0, num_warps=nw)
     q, k, v = qkv[:T * Kd].view(1, T, Hk, Dk), qkv[T * Kd:2 * T * Kd].view(1, T, Hk, Dk), qkv[2 * T * Kd:].view(1, T, Hv, Dv)
     b, a = proj[:, C + Vd:C + Vd + Hv], proj[:, C + Vd + Hv:]
     g = (neg_a * F.softplus(a.float() + dt_bias))[None].contiguous()
@@ -815,15 +829,18 @@ def prefill_attention(q:torch.Tensor, # (T, H, D) queries of positions 0..T-1
     kr, vr = (t[:, :T].repeat_interleave(rep, 0)[None] for t in (kc, vc))
     return F.scaled_dot_product_attention(qh, kr, vr, is_causal=True, scale=scale)
 
+ATTN_PREP_BT = 16   # prompt rows per program of the q/k/v prep (steps: one row per program, more programs in flight)
+
 def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     "q/k RMSNorm + partial RoPE at positions pos.. of the T rows, k/v written into the caches; q (T, H, D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
     T = proj.shape[0]
     q = proj.new_empty(T, H, D)
     w0 = qn_w if qn_w is not None else cos                              # unused pointers when there is no q/k norm
-    _attn_prep_kernel[(H + Hkv, T)](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, q, kc, vc, proj.shape[-1],
-                                    kc.shape[1], eps, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
-                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, num_warps=4, **_pdl(q))
+    bt = ATTN_PREP_BT if T > 64 else 1                                  # a prompt: a block of rows per head and program
+    _attn_prep_kernel[(H + Hkv, triton.cdiv(T, bt))](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, q, kc, vc, proj.shape[-1],
+                                    kc.shape[1], eps, T, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
+                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, BT=bt, num_warps=4, **_pdl(q))
     return q
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention

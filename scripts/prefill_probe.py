@@ -1,0 +1,141 @@
+"""Exploratory probe of the W4A16 engine's prefill at the Qwen3.5-4B shape (random weights) on the GPU: the whole
+kernel list of one 8192-token prefill (torch.profiler), the host-side ops of a short (64-token) prefill, and
+micro-benchmarks of the prefill's own kernels in their variants (q/k/v prep rows per program, conv kernel's
+region-aligned stores and tile, dequantize kernel layouts and tiles) at the engine's shapes, each checked against
+the configuration in use. Writes `prefill_probe_h200.json`; a diagnostic for choosing defaults, not a result table.
+
+    python scripts/prefill_probe.py --out $OUT
+"""
+import argparse, json, os, statistics, time
+from collections import defaultdict
+import torch, triton, triton.language as tl
+from triton.testing import do_bench
+
+
+@triton.jit
+def _dq3_kernel(w_ptr, s_ptr, out_ptr, N, K, KW, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    "Kernel-layout INT4 dequantize as a (rows, words, 8) tile: the 8 nibbles of a word broadcast out, no join/reshape."
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
+    wi = tl.program_id(1) * (BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
+    rows = rn[:, None, None].to(tl.int64)
+    w = tl.load(w_ptr + rows * KW + wi[None, :, None], mask=nmask[:, None, None], other=0)
+    j = tl.arange(0, 8)
+    sh = (4 * ((j >> 1) + 4 * (j & 1)))[None, None, :]
+    c = ((w >> sh) & 0xF) - 8
+    s = tl.load(s_ptr + rows * (K // GROUP) + (wi * 8 // GROUP)[None, :, None], mask=nmask[:, None, None], other=0.0)
+    tl.store(out_ptr + rows * K + (wi * 8)[None, :, None] + j[None, None, :], (c.to(tl.float32) * s.to(tl.float32)).to(out_ptr.dtype.element_ty),
+             mask=nmask[:, None, None])
+
+
+def us(fn, rep=200):
+    return do_bench(fn, warmup=25, rep=rep, return_mode='median') * 1e3
+
+
+def kernel_list(fn, n=1):
+    from torch.profiler import profile, ProfilerActivity
+    fn(); torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(n): fn()
+        torch.cuda.synchronize()
+    k = defaultdict(lambda: [0.0, 0])
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA: k[e.name[:100]][0] += e.device_time / n; k[e.name[:100]][1] += 1 / n
+    return sorted([dict(name=a, us=round(b[0], 1), count=round(b[1], 2)) for a, b in k.items()], key=lambda r: -r['us'])
+
+
+def host_ops(fn, top=30):
+    from torch.profiler import profile, ProfilerActivity
+    fn(); torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU]) as p:
+        fn(); torch.cuda.synchronize()
+    rows = sorted(p.key_averages(), key=lambda e: -e.self_cpu_time_total)[:top]
+    return [dict(op=e.key[:80], self_us=round(e.self_cpu_time_total, 1), count=e.count) for e in rows]
+
+
+def wall_ms(fn, n=5):
+    fn(); torch.cuda.synchronize(); ts = []
+    for _ in range(n):
+        t = time.perf_counter(); fn(); torch.cuda.synchronize(); ts.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(ts)
+
+
+def main():
+    ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); a = ap.parse_args(); t0 = time.time()
+    import effqwen.engine as E, effqwen.kernels as K
+    from effqwen.engine import Engine, reference_drafter_config
+    from effqwen.model import load_target
+    res = dict(micro={})
+    dev, bf = 'cuda', torch.bfloat16
+    # --- micro: dequantize variants at the engine's shapes
+    dq = {}
+    for N, Kd in ((2560, 4096), (2560, 9216), (10240, 2560), (12352, 2560), (18432, 2560)):
+        lin = K.W4A16Linear.from_float(torch.nn.Linear(Kd, N, bias=False, device=dev, dtype=bf), group_size=128)
+        wp, ws = lin.weight_packed, lin.weight_scale
+        ref = K.w4a16_dequantize_triton(wp, ws, bf, 16, 512, True, 4)
+        row = dict(cur=us(lambda: K.w4a16_dequantize_triton(wp, ws, bf, 16, 512, True, 4)), floor_copy=None)
+        src = torch.empty(N * Kd * 5 // 8, dtype=torch.uint8, device=dev); dst = torch.empty(N * Kd * 2, dtype=torch.uint8, device=dev)
+        row['write_bytes_memset'] = us(lambda: dst.fill_(1))
+        for bn, bk, nw in ((16, 512, 4), (8, 512, 4), (32, 256, 4), (16, 1024, 8), (32, 512, 8), (64, 256, 8), (8, 1024, 4), (4, 2560 if Kd == 2560 else 1024, 4)):
+            if Kd % bk: continue
+            out = torch.empty(N, Kd, dtype=bf, device=dev)
+            f = lambda: _dq3_kernel[(triton.cdiv(N, bn), Kd // bk)](wp, ws, out, N, Kd, Kd // 8, GROUP=128, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw)
+            f(); ok = torch.equal(out, ref)
+            row[f'dq3_{bn}x{bk}w{nw}'] = us(f) if ok else f'mismatch {(out.float() - ref.float()).abs().max().item()}'
+        for bn, bk, nw in ((8, 512, 4), (16, 1024, 8), (32, 512, 8)):
+            if Kd % bk: continue
+            row[f'cur_{bn}x{bk}w{nw}'] = us(lambda: K.w4a16_dequantize_triton(wp, ws, bf, bn, bk, True, nw))
+        row['bytes'] = N * Kd * 2 + N * Kd // 2 + N * Kd // 128 * 2
+        dq[f'{N}x{Kd}'] = row; print('dequant', N, Kd, {k: (round(v, 1) if isinstance(v, float) else v) for k, v in row.items()}, flush=True)
+    res['micro']['dequant'] = dq
+    # --- the engine
+    m = load_target('qwen3.5-4b', device=dev, dtype='bfloat16')[0]
+    cfg = reference_drafter_config(m)
+    torch.manual_seed(0)
+    P = 8192
+    eng = Engine(m, max_seq_len=P + 64, tap_layers=cfg.target_layer_ids, block_size=cfg.block_size,
+                 convert=lambda l: K.W4A16Linear.from_float(l, group_size=128))
+    ids = torch.randint(0, 1000, (1, P), device=dev)
+    # --- micro: attn prep and conv at the engine's shapes, on this prompt's projections
+    L0 = next(L for L in eng.layers if L.kind != 'linear_attention'); Lg = next(L for L in eng.layers if L.kind == 'linear_attention')
+    h = torch.randn(P, m.config.hidden_size, device=dev, dtype=bf) * 0.1
+    with torch.no_grad():
+        pa, pg = L0.proj(h), Lg.proj(h)
+    pos = torch.zeros(1, dtype=torch.long, device=dev)
+    ap_rows, refq = {}, None
+    for bt in (1, 4, 8, 16, 32):
+        E.ATTN_PREP_BT = bt
+        f = lambda: E.fused_attn_prep(pa, eng.cos, eng.sin, pos, L0.qn_w, L0.kn_w, L0.kc, L0.vc, eng.attn_dims)
+        q = f(); refq = q if refq is None else refq
+        ap_rows[f'bt{bt}'] = us(f) if torch.equal(q, refq) else 'mismatch'
+    E.ATTN_PREP_BT = 16
+    res['micro']['attn_prep'] = ap_rows; print('attn_prep', ap_rows, flush=True)
+    cv, refy = {}, None
+    C, Kd_, Vd, Hk, Hv, Dk, Dv, eps = eng.gdn_dims
+    KC = Lg.conv_buf.shape[1]
+    for bt, nw, al in ((32, 4, False), (32, 4, True), (16, 4, True), (64, 4, True), (64, 8, True), (128, 8, True), (32, 2, True)):
+        qkv = pg.new_empty(2 * P * Kd_ + P * Vd)
+        f = lambda: E._conv_prefill_kernel[(triton.cdiv(P, bt), triton.cdiv(C, Dk))](pg, Lg.conv_w, qkv, P, C, Kd_, Vd, pg.shape[1], KC=KC, BT=bt, BC=Dk,
+                                                                                     QKNORM=True, ALIGNED=al, num_warps=nw)
+        f(); refy = qkv.clone() if refy is None else refy
+        cv[f'bt{bt}w{nw}{"a" if al else ""}'] = us(f) if torch.equal(qkv, refy) else 'mismatch'
+    res['micro']['conv'] = cv; print('conv', cv, flush=True)
+    # --- prefill wall, kernel list, short prefill's host ops
+    res['prefill_8192_ms'] = wall_ms(lambda: eng.prefill(ids)); print('prefill 8192', res['prefill_8192_ms'], flush=True)
+    E.ATTN_PREP_BT = 1; res['prefill_8192_ms_bt1'] = wall_ms(lambda: eng.prefill(ids)); E.ATTN_PREP_BT = 16
+    print('prefill 8192 bt1', res['prefill_8192_ms_bt1'], flush=True)
+    res['prefill_kernels'] = kernel_list(lambda: eng.prefill(ids))
+    print('kernel sum', sum(r['us'] for r in res['prefill_kernels']), flush=True)
+    for s in (64, 512, 2048):
+        ids_s = ids[:, :s]
+        res[f'prefill_{s}_ms'] = wall_ms(lambda: eng.prefill(ids_s))
+        res[f'prefill_{s}_gpu_us'] = sum(r['us'] for r in kernel_list(lambda: eng.prefill(ids_s)))
+        print('prefill', s, res[f'prefill_{s}_ms'], 'ms wall', res[f'prefill_{s}_gpu_us'], 'us gpu', flush=True)
+    res['prefill_64_host'] = host_ops(lambda: eng.prefill(ids[:, :64]))
+    for r in res['prefill_64_host'][:15]: print(r, flush=True)
+    res['wall_s'] = time.time() - t0
+    from effqwen.core import write_result
+    if a.out: os.environ['EFFQWEN_OUT'] = a.out
+    print(write_result('prefill_probe_h200', res, 'gpu', device=dev))
+
+
+if __name__ == '__main__': main()
