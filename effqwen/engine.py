@@ -16,14 +16,15 @@ log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
-           'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
+           'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'fla_recurrent_rule',
+           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
+           'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
+           'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -782,8 +783,19 @@ def fla_chunk_rule(device)->'callable|None':
     except Exception: return None
     return chunk_gated_delta_rule
 
+GDN_PREFILL_RECURRENT_MAX = 64   # prompts up to this many tokens: flash-linear-attention's one-kernel recurrent rule, not its
+                                 # chunk rule (a dozen launches whose host time a short prompt's GPU waits for)
+
+def fla_recurrent_rule(device)->'callable|None':
+    "flash-linear-attention's `fused_recurrent_gated_delta_rule` where `fla_chunk_rule` is used (same conditions), else None."
+    if fla_chunk_rule(device) is None: return None
+    try: from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
+    except Exception: return None
+    return fused_recurrent_gated_delta_rule
+
 def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None,
                       gva:bool=False, # `chunk_rule` takes q/k with Hk heads and v with Hv (flash-linear-attention's kernel)
+                      recurrent_rule=None, # same contract, used for prompts of <= GDN_PREFILL_RECURRENT_MAX tokens (`fla_recurrent_rule`)
                      ):
     "Prefill from empty states (same contract as `gdn_prefill`): Triton conv, `chunk_rule` (flash-linear-attention's chunk kernel on a GPU), Triton gated norm."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
@@ -804,6 +816,7 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
         from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
         chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
     if Hv != Hk and not gva: q, k = q.repeat_interleave(Hv // Hk, 2), k.repeat_interleave(Hv // Hk, 2)   # HF's call
+    if recurrent_rule is not None and gva and T <= GDN_PREFILL_RECURRENT_MAX: chunk_rule = recurrent_rule
     o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=not qkn)
     S.copy_(S_fin[0])
     n = min(T, KC)
@@ -929,11 +942,12 @@ class Engine:
         self.eager = dict(rms_norm=rms_norm, add_rms_norm=add_rms_norm, attn_qkv=attn_qkv, gated=gated, swiglu=swiglu,
                           gdn_decode=gdn_decode, gdn_verify=gdn_verify, gdn_commit=gdn_commit)
         self.f = {k: torch.compile(fn, dynamic=False, fullgraph=True) for k, fn in self.eager.items()} if compile else self.eager
-        self.chunk_rule, self.chunk_gva = None, False
+        self.chunk_rule, self.chunk_gva, self.recurrent_rule = None, False, None
         if 'linear_attention' in cfg.layer_types:
             from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
             self.chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
             if self.fused and (rule := fla_chunk_rule(self.device)) is not None: self.chunk_rule, self.chunk_gva = rule, True
+            if self.fused: self.recurrent_rule = fla_recurrent_rule(self.device)
         self.graphs = {}
         self.setup(max_seq_len)
 
@@ -1020,17 +1034,22 @@ def _dequant_weight(m, M:int, dtype)->torch.Tensor:
     c = _config_for('w4a16', M, m.out_features, m.in_features, m.group_size, dtype, m.weight_packed.device, None, kl=True)
     return w4a16_dequantize_triton(m.weight_packed, m.weight_scale, dtype, c.block_n, c.block_k, True, c.num_warps)
 
-PREFILL_DIRECT = True   # prefill with W4A16 linears on a GPU: dequantize + cuBLAS called directly, not through the custom op
+PREFILL_DIRECT = True   # prefill with W4A16 linears on a GPU: the kernels called directly, not through the custom op (whose
+                        # dispatch cost ~0.18 ms of host time per call in a 64-token prefill: prefill_probe_h200.json)
 
 def _prefill_linear(m, v:torch.Tensor, w:torch.Tensor|None=None # the dequantized weight, when made already (`_DequantAhead`)
                    )->torch.Tensor:
-    """A prefill's linear (M > 64 rows on a GPU): a W4A16 linear as `_dequant_weight` then cuBLAS, called directly —
-    the arithmetic of its custom op at that M (`w4a16_matmul` dequantizes with the same config, then `x @ W.T`, then
-    the bias), with less host time per call; the prefill's GPU waits on the host between short kernels (profile_steps'
-    idle gaps). Any other module runs as it is."""
+    """A prefill's linear on a GPU, a W4A16 linear called directly — the arithmetic of its custom op at that M, with
+    less host time per call (a short prefill's GPU waits on the host: prefill_probe's host ops). Up to 64 rows:
+    `w4a16_matmul`'s small-M kernel; beyond: `_dequant_weight` then cuBLAS (`w4a16_matmul` dequantizes with the same
+    config, then `x @ W.T`, then the bias). Any other module runs as it is."""
     if w is None:
         W4A16Linear, _ = _quant_kinds()
         if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
+        if v.shape[0] <= 64:                                             # the op's small-M kernels, without the op's dispatch
+            from effqwen.kernels import w4a16_matmul
+            y = w4a16_matmul(v.contiguous(), m.weight_packed, m.weight_scale, kernel_layout=True)
+            return y if m.bias is None else y + m.bias.to(y.dtype)
         w = _dequant_weight(m, v.shape[0], v.dtype)
     y = v @ w.T
     return y if m.bias is None else y + m.bias.to(y.dtype)
@@ -1094,7 +1113,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: _prefill_linear(m, v, ws[id(m)])
-    elif PREFILL_DIRECT and mode == 'prefill' and T > 64 and self.device.type == 'cuda': lin = _prefill_linear
+    elif PREFILL_DIRECT and mode == 'prefill' and self.device.type == 'cuda': lin = _prefill_linear
     else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)
@@ -1103,7 +1122,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         proj = lin(L.proj, h)
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
-            if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva) if fz else gdn_prefill(*args, self.chunk_rule)
+            if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva, self.recurrent_rule) if fz else gdn_prefill(*args, self.chunk_rule)
             elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY in ('fused', 'chunk') else f['gdn_verify'])(*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)

@@ -597,15 +597,21 @@ def _bcq_tc_kernel(
     _splitk_epilogue(acc, y_ptr, ws_ptr, lock_ptr, offs, nmask[:, None] & mmask[None, :],
                      pid_m * tl.num_programs(0) + pid_n, pid_k, M * N, SPLIT_K)
 
+_DEQUANT_KL_VERSION = 2   # tuned 'dequant' picks are kept only when made on this version of `_w4a16_dequant_kl_kernel`
+
 @_jit
 def _w4a16_dequant_kl_kernel(w_ptr, s_ptr, out_ptr, N, K, KW,   # kernel-layout weight, scales, (N, K) output
-                             GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, ASM: tl.constexpr):
-    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
-    k0 = tl.program_id(1) * BLOCK_K; rk = k0 + tl.arange(0, BLOCK_K)
-    rows = rn[:, None].to(tl.int64)
-    c = _w4_codes(_w4_load(w_ptr + rows * KW, k0, nmask[:, None], BLOCK_K, ASM), BLOCK_N, BLOCK_K, ASM, False).to(tl.float32)
-    s = tl.load(s_ptr + rows * (K // GROUP) + (rk // GROUP)[None, :], mask=nmask[:, None], other=0.0)
-    tl.store(out_ptr + rows * K + rk[None, :], (c * s.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=nmask[:, None])
+                             GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """A (rows, words, 8) tile: each word's 8 nibbles broadcast along the last axis by shifts, so a thread's 8 outputs of
+    a word are one 16-byte store and no join/reshape (a shared-memory layout change) is needed; integer ops only."""
+    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn[:, None, None] < N
+    wi = tl.program_id(1) * (BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
+    rows = rn[:, None, None].to(tl.int64)
+    w = tl.load(w_ptr + rows * KW + wi[None, :, None], mask=nmask, other=0)
+    j = tl.arange(0, 8)
+    c = ((w >> (4 * ((j >> 1) + 4 * (j & 1)))[None, None, :]) & 0xF) - 8   # column j of a word: kernel-layout nibble order
+    s = tl.load(s_ptr + rows * (K // GROUP) + (wi * 8 // GROUP)[None, :, None], mask=nmask, other=0.0)
+    tl.store(out_ptr + rows * K + (wi * 8)[None, :, None] + j[None, None, :], (c.to(tl.float32) * s.to(tl.float32)).to(out_ptr.dtype.element_ty), mask=nmask)
 
 @_jit
 def _bcq_dequant_kl_kernel(b_ptr, a_ptr, out_ptr, N, K, Q, KW,  # kernel-layout signs, α, (N, K) output
@@ -952,7 +958,8 @@ def _fit_block_k(bk:int, K:int, group:int, le_group:bool)->int:
 def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=False)->KernelConfig:
     """Heuristic config. Kernel layout: CUDA-core mat-vec for M = 1, tensor cores up to M = 64, dequantize + cuBLAS
     beyond; compressed-tensors layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
-    if M > (64 if kl else 16): return KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
+    if M > (64 if kl else 16):   # W4A16 kernel layout: 4 rows x 512 columns, 2 warps (fastest at every engine shape, prefill_probe_h200.json)
+        return KernelConfig('dequant', 4, 512, num_warps=2) if kl and fmt == 'w4a16' else KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
     if kl and M == 1:   # ~3 programs per SM: 128 rows x 256 columns per tile, split-K over a divisor of the K tiles
         cfg = KernelConfig('mv', 128, 256, num_warps=4, num_stages=1)
         tiles, k_tiles = -(-N // cfg.block_n), K // _fit_block_k(cfg.block_k, K, group, False)
@@ -1078,7 +1085,7 @@ def w4a16_dequantize_triton(weight_packed, weight_scale, dtype=torch.bfloat16, b
     bk = _fit_block_k(block_k, K, group, False)
     out = torch.empty(N, K, dtype=_store_dtype(dtype), device=weight_packed.device)
     grid = (triton.cdiv(N, block_n), K // bk)
-    if kernel_layout: _w4a16_dequant_kl_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, ASM=not _INTERPRET, num_warps=num_warps)
+    if kernel_layout: _w4a16_dequant_kl_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, num_warps=num_warps)
     else: _w4a16_dequant_kernel[grid](weight_packed, weight_scale, out, N, K, K // 8, GROUP=group, BLOCK_N=block_n, BLOCK_K=bk, num_warps=num_warps)
     return out.to(dtype)
 
@@ -1442,7 +1449,8 @@ def tune(fmt:str, # 'w4a16' or 'bcq'
 
 def tuned_rows(entries:dict|None=None)->list:
     "`tune`'s picks so far (or `entries`, keyed like `_TUNED`) as JSON-ready rows."
-    return [dict(fmt=f, kernel_layout=kl, m_bucket=mb, N=N, K=K, group=g, dtype=dt, config=asdict(c))
+    return [dict(fmt=f, kernel_layout=kl, m_bucket=mb, N=N, K=K, group=g, dtype=dt, config=asdict(c),
+                 **(dict(dequant_version=_DEQUANT_KL_VERSION) if c.kernel == 'dequant' and kl else {}))
             for (f, kl, mb, N, K, g, dt), c in (_TUNED if entries is None else entries).items()]
 
 def load_tuned(doc:dict|str|Path, # a result written with `tuned_rows` under 'rows' (stamped with its device), or its path
@@ -1457,6 +1465,7 @@ def load_tuned(doc:dict|str|Path, # a result written with `tuned_rows` under 'ro
         log.info('kernel table tuned on %s, not on %s: not used', dev, name); return 0
     n = 0
     for r in doc['rows']:
+        if r['config']['kernel'] == 'dequant' and r['kernel_layout'] and r.get('dequant_version', 1) != _DEQUANT_KL_VERSION: continue   # tuned on an older kernel
         key = (r['fmt'], r['kernel_layout'], r['m_bucket'], r['N'], r['K'], r['group'], r['dtype'])
         if key not in _TUNED: _TUNED[key] = KernelConfig(**r['config']); n += 1
     return n

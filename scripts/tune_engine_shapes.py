@@ -53,7 +53,7 @@ def main():
             print(rows[-1] if DEV != 'cuda' else f"{N}x{Kd} M={M} x{n}: {rows[-1]['before_us']:.1f} -> {rows[-1]['best_us']:.1f} us {rows[-1]['best']}", flush=True)
     # prefill (M > 64): the weight is dequantized to bf16 for cuBLAS; time the dequantize kernel alone per block config
     # (the matmul after it is the same cuBLAS call whatever the config) and keep the fastest for the M > 64 bucket
-    dq = [(64, 128, 4), (32, 256, 4), (64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8), (16, 512, 4), (32, 512, 8)]
+    dq = [(4, 512, 2), (4, 512, 4), (4, 1024, 4), (2, 1024, 4), (8, 512, 4), (16, 512, 4), (8, 1024, 4), (16, 1024, 8)]   # (the v2 kernel's fast region)
     for (N, Kd), n in sorted(count.items()):
         mm, M = by_shape[(N, Kd)], 8192
         if time.time() - t0 > a.deadline: rows.append(dict(N=N, K=Kd, M=M, skipped='deadline')); continue
