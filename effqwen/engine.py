@@ -18,13 +18,13 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'PDL_STEPS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
-           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'fla_recurrent_rule',
-           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
-           'attn_partials', 'Engine', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
-           'reference_drafter_config', 'benchmark_latency']
+           'PDL_STEPS', 'PREFILL_GRAPHS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'attn_partials', 'Engine', 'prefill_bucket', 'prefill_recorded', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -796,6 +796,7 @@ def fla_recurrent_rule(device)->'callable|None':
 def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None,
                       gva:bool=False, # `chunk_rule` takes q/k with Hk heads and v with Hv (flash-linear-attention's kernel)
                       recurrent_rule=None, # same contract, used for prompts of <= GDN_PREFILL_RECURRENT_MAX tokens (`fla_recurrent_rule`)
+                      n_real:torch.Tensor|None=None, # (1,) device count of real rows when the prompt is padded (rows past it: no effect)
                      ):
     "Prefill from empty states (same contract as `gdn_prefill`): Triton conv, `chunk_rule` (flash-linear-attention's chunk kernel on a GPU), Triton gated norm."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
@@ -812,6 +813,9 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     b, a = proj[:, C + Vd:C + Vd + Hv], proj[:, C + Vd + Hv:]
     g = (neg_a * F.softplus(a.float() + dt_bias))[None].contiguous()
     beta = b.sigmoid()[None].contiguous()
+    if n_real is not None:   # a padded prompt: a row past the prompt neither decays (g = 0) nor writes (beta = 0) the state
+        keep = (torch.arange(T, device=proj.device) < n_real)[None, :, None]
+        g, beta = g * keep, beta * keep
     if chunk_rule is None:
         from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
         chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
@@ -819,8 +823,12 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
     if recurrent_rule is not None and gva and T <= GDN_PREFILL_RECURRENT_MAX: chunk_rule = recurrent_rule
     o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=not qkn)
     S.copy_(S_fin[0])
-    n = min(T, KC)
-    conv_buf.zero_(); conv_buf[:, KC - n:].copy_(proj[T - n:, :C].t())
+    if n_real is None:
+        n = min(T, KC)
+        conv_buf.zero_(); conv_buf[:, KC - n:].copy_(proj[T - n:, :C].t())
+    else:                                                               # the KC inputs before row n_real (zeros before the prompt)
+        idx = n_real - KC + torch.arange(KC, device=proj.device)
+        conv_buf.copy_((proj[:, :C].index_select(0, idx.clamp(min=0)) * (idx >= 0)[:, None]).t())
     o = o.reshape(T * Hv, Dv).contiguous()
     y = proj.new_empty(T, Vd)
     BR = 8                                                              # rows per program
@@ -842,7 +850,7 @@ def prefill_attention(q:torch.Tensor, # (T, H, D) queries of positions 0..T-1
     kr, vr = (t[:, :T].repeat_interleave(rep, 0)[None] for t in (kc, vc))
     return F.scaled_dot_product_attention(qh, kr, vr, is_causal=True, scale=scale)
 
-ATTN_PREP_BT = 16   # prompt rows per program of the q/k/v prep (steps: one row per program, more programs in flight)
+ATTN_PREP_BT = 4   # prompt rows per program of the q/k/v prep (78 us vs 201 us at one row, 8192 rows of the 4B shape: prefill_probe_h200.json)
 
 def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     "q/k RMSNorm + partial RoPE at positions pos.. of the T rows, k/v written into the caches; q (T, H, D)."
@@ -987,7 +995,9 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.next_tok = torch.zeros(B, dtype=torch.long, device=dev)      # argmax per block row
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
-    self.graphs = {}
+    self.prefill_ids = torch.zeros(max_seq_len, dtype=torch.long, device=dev)   # a padded prompt (`prefill_padded`)
+    self.prefill_n = torch.zeros(1, dtype=torch.long, device=dev)               # its real tokens
+    self.graphs, self.prefill_graphs, self._prefill_graph_feats = {}, {}, {}
     self.reset()
     if FRAGMENT_LINEARS and dev.type == 'cuda': self.use_fragment(True, capture=False)
     if self.use_graphs: self._capture(); self.reset()
@@ -1020,6 +1030,7 @@ def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
         if hasattr(m, 'use_fragment') and (not on or fragment_supported(m) is None):
             m.use_fragment(on); n += 1
     if capture and self.use_graphs and self.graphs: self._capture(); self.reset()
+    self.prefill_graphs.clear(); self._prefill_graph_feats.clear()   # (recorded again at their next prompt)
     return n
 
 Engine.setup, Engine.reset, Engine.linears, Engine.use_fragment = _setup, _reset, _linears, _use_fragment
@@ -1094,7 +1105,9 @@ def _attn_gate(proj, dims):
 
 DECODE_SWIGLU_MATVEC = os.environ.get('EFFQWEN_DECODE_SWIGLU_MATVEC', '0') == '1'   # decode: SwiGLU in the W4A16 down projection's loads
 
-def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
+def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
+         n_real:torch.Tensor|None=None, # prefill of a padded prompt (fused path): (1,) device count of its real rows
+        ):
     "Run T tokens through the model in `mode` ('prefill', 'decode', 'verify'); returns the last row's hidden state."
     c = self.cfg
     f = self.eager if mode == 'prefill' else self.f
@@ -1122,7 +1135,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         proj = lin(L.proj, h)
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
-            if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva, self.recurrent_rule) if fz else gdn_prefill(*args, self.chunk_rule)
+            if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva, self.recurrent_rule, n_real) if fz else gdn_prefill(*args, self.chunk_rule)
             elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY in ('fused', 'chunk') else f['gdn_verify'])(*args, *L.scratch)
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
@@ -1150,7 +1163,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None):
         feats = torch.cat([taps[i] for i in self.tap_layers], -1)
         if mode == 'prefill': self._prefill_feats = feats
         else: self.taps[:T].copy_(feats)
-    if mode == 'prefill': h = h[-1:]
+    if mode == 'prefill': h = h[-1:] if n_real is None else h.index_select(0, n_real - 1)
     logits = self.head(h)
     self.logits[:logits.shape[0]].copy_(logits); self.next_tok[:logits.shape[0]].copy_(logits.argmax(-1))
     if mode == 'decode':
@@ -1206,6 +1219,58 @@ def _step(self:Engine, name:str):
 
 Engine._capture, Engine._step = _capture, _step
 
+# %% ../nbs/16_engine.ipynb #ba5ae2fe
+PREFILL_GRAPHS = os.environ.get('EFFQWEN_PREFILL_GRAPHS', '1') == '1'   # GPU prefill: pad the prompt to a size bucket and replay a recorded graph
+
+def prefill_bucket(P:int, # prompt tokens
+                   limit:int, # the most rows there are (max_seq_len)
+                  )->int:
+    "Rows a prompt of P tokens is padded to for a recorded prefill: powers of two from 64 to 1024, then multiples of 1024; at most `limit`."
+    b = 64
+    while b < P and b < 1024: b *= 2
+    if b < P: b = -(-P // 1024) * 1024
+    return min(b, limit)
+
+def prefill_recorded(eng)->bool:
+    """Does `eng.prefill` pad the prompt and replay a recorded graph per size bucket? On a GPU engine with CUDA graphs
+    and the fused path (`PREFILL_GRAPHS`; not with `PREFILL_DEQUANT_AHEAD`'s side stream), unless recording failed."""
+    return (PREFILL_GRAPHS and eng.use_graphs and eng.fused and eng.device.type == 'cuda' and not PREFILL_DEQUANT_AHEAD
+            and not getattr(eng, 'prefill_graph_error', None))
+
+@torch.no_grad()
+def _prefill_padded(self:Engine, ids:torch.Tensor, # (P,) prompt on the device
+                    P:int, record:bool|None=None, # record / replay a graph for the bucket (default: on CUDA)
+                   ):
+    """Prefill `ids` padded with zeros to `prefill_bucket(P)` rows. A padding row comes after every real row (causal
+    attention never sees it), leaves the Gated-DeltaNet state alone (no decay, no write: `fused_gdn_prefill`'s
+    `n_real`), and the conv window, the last row's logits and the taps are taken at row P on the device — so one graph
+    per bucket serves every prompt length in it. The first prompt of a bucket runs eagerly (the same kernels on the
+    same rows, so the same numbers), then the graph is recorded; later prompts replay it, without the host time of a
+    thousand launches. If recording fails the engine prefills eagerly from then on (`prefill_graph_error`)."""
+    T = prefill_bucket(P, self.max_seq_len)
+    self.prefill_ids[:P].copy_(ids); self.prefill_ids[P:T].zero_(); self.prefill_n.fill_(P)
+    run = lambda: self._run(T, 'prefill', self.prefill_ids[:T], self.prefill_n)
+    record = self.device.type == 'cuda' if record is None else record
+    g = self.prefill_graphs.get(T) if record else None
+    if g is not None: g.replay(); feats = self._prefill_graph_feats.get(T)
+    else:
+        run(); feats = getattr(self, '_prefill_feats', None) if self.tap_layers else None
+        if record:
+            try:
+                if not hasattr(self, '_prefill_pool'): self._prefill_pool = torch.cuda.graph_pool_handle()
+                s = torch.cuda.Stream(self.device); s.wait_stream(torch.cuda.current_stream(self.device))
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=self._prefill_pool, stream=s): run()
+                torch.cuda.current_stream(self.device).wait_stream(s)
+                self.prefill_graphs[T] = g
+                if self.tap_layers: self._prefill_graph_feats[T] = self._prefill_feats
+            except Exception as e:                                       # e.g. a kernel that synchronizes: prefill eagerly
+                self.prefill_graph_error = f'{type(e).__name__}: {e}'[:300]
+                log.warning('prefill graph of %d rows not recorded (%s): prefill runs eagerly', T, self.prefill_graph_error)
+    if self.tap_layers: self._prefill_feats = feats[:P].clone()
+
+Engine.prefill_padded = _prefill_padded
+
 # %% ../nbs/16_engine.ipynb #18a3c38a
 @torch.no_grad()
 def _prefill(self:Engine, input_ids:torch.Tensor, # (1, P) or (P,) prompt
@@ -1217,7 +1282,8 @@ def _prefill(self:Engine, input_ids:torch.Tensor, # (1, P) or (P,) prompt
     if P == 0: raise ValueError('empty prompt: need at least one token')
     if P + 1 > self.max_seq_len: raise ValueError(f'prompt of {P} tokens does not fit max_seq_len={self.max_seq_len}: call setup() with a larger max_seq_len')
     self.reset()
-    self._run(P, 'prefill', ids)
+    if prefill_recorded(self): self.prefill_padded(ids, P)
+    else: self._run(P, 'prefill', ids)
     self.pos.fill_(P); self.length = P
     self.tok[:1].copy_(self.next_tok[:1]); self.out_ids[P:P + 1].copy_(self.next_tok[:1])
     return self.logits[0]

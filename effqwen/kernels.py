@@ -958,7 +958,7 @@ def _fit_block_k(bk:int, K:int, group:int, le_group:bool)->int:
 def _default_config(fmt:str, M:int, N:int, K:int, group:int, device, kl:bool=False)->KernelConfig:
     """Heuristic config. Kernel layout: CUDA-core mat-vec for M = 1, tensor cores up to M = 64, dequantize + cuBLAS
     beyond; compressed-tensors layout: mat-vec for M = 1, swap-AB GEMM up to M = 16, dequantize + cuBLAS beyond."""
-    if M > (64 if kl else 16):   # W4A16 kernel layout: 4 rows x 512 columns, 2 warps (fastest at every engine shape, prefill_probe_h200.json)
+    if M > (64 if kl else 16):   # W4A16 kernel layout: 4 rows x 512 columns, 2 warps (fastest or within 0.3 us of it at every engine shape in the sweep of prefill_probe_h200_dq3_sweep.json)
         return KernelConfig('dequant', 4, 512, num_warps=2) if kl and fmt == 'w4a16' else KernelConfig('dequant', 64, 128 if fmt == 'w4a16' else 64)
     if kl and M == 1:   # ~3 programs per SM: 128 rows x 256 columns per tile, split-K over a divisor of the K tiles
         cfg = KernelConfig('mv', 128, 256, num_warps=4, num_stages=1)

@@ -75,3 +75,36 @@ def test_decode_swiglu_in_matvec_under_interpreter():
     r = subprocess.run([sys.executable, '-c', SCRIPT_SWIGLU], env=env, capture_output=True, text=True, timeout=900,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
+SCRIPT_PADDED = textwrap.dedent('''
+    import torch
+    from effqwen.engine import Engine
+    from effqwen.core import rel_error
+    from effqwen.model import tiny_qwen35, tiny_llama
+    torch.manual_seed(0)
+    for name, m in (('qwen3.5', tiny_qwen35(0, initializer_range=0.2)), ('llama', tiny_llama(0, initializer_range=0.2))):
+        e = Engine(m, max_seq_len=160, fused=True, tap_layers=(0, 1))
+        for P in (11, 70):                                   # buckets of 64 and 128 rows
+            pr = torch.randint(0, 255, (P,))
+            outs = []
+            for padded in (False, True):
+                e.reset()
+                if padded: e.prefill_padded(pr, P, record=False); e.pos.fill_(P); e.length = P; e.tok[:1].copy_(e.next_tok[:1])
+                else: e.prefill(pr)
+                lp, f = e.logits[0].clone(), e._prefill_feats.clone()
+                st = [t.clone() for L in e.layers for t in ((L.S, L.conv_buf) if L.kind == 'linear_attention' else (L.kc[:, :P], L.vc[:, :P]))]
+                outs.append([lp, f] + st + [e.decode_one_token().clone() for _ in range(3)])
+            worst = max(rel_error(a, b) for a, b in zip(*outs))
+            print(name, P, 'worst rel error padded vs exact', worst)
+            assert outs[0][1].shape == outs[1][1].shape and worst < 1e-4, (name, P, worst)
+    print('ok')
+''')
+
+def test_padded_prefill_matches_exact_under_interpreter():
+    """The recorded GPU prefill pads the prompt to its size bucket (`prefill_padded`): the logits, the taps, every
+    Gated-DeltaNet state / conv window and attention cache row of the prompt, and the decoding after it must equal
+    the exact-length prefill's."""
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', SCRIPT_PADDED], env=env, capture_output=True, text=True, timeout=900,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
