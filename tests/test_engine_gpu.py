@@ -207,3 +207,24 @@ def test_fused_engine_matches_torch_engine():
     for t in range(8):                                   # teacher-forced: both engines fed the same tokens
         tok = a.logits[0].argmax().view(1); a.tok[:1] = tok; b.tok[:1] = tok
         assert rel_error(b.decode_one_token(), a.decode_one_token()) < 3e-2, t
+
+def test_recorded_prefill_equals_eager_prefill():
+    """GPU prefill pads the prompt to its size bucket and replays the graph recorded at the bucket's first prompt
+    (`prefill_padded`): the replayed prompts (other lengths, same bucket) give the eager exact-length prefill's logits,
+    taps and next token, and the decoding after them."""
+    import effqwen.engine as E
+    from effqwen.engine import Engine
+    for name, m in _models(torch.float32).items():
+        eng = Engine(m, max_seq_len=160, tap_layers=(0, 1))
+        g = torch.Generator().manual_seed(1)
+        for L in (5, 23, 64, 70, 100):                        # buckets 64, 64, 64, 128, 128: the 2nd, 3rd and 5th replay
+            pr = torch.randint(0, 255, (1, L), generator=g).cuda()
+            outs = []
+            for rec in (True, False):
+                E.PREFILL_GRAPHS = rec
+                try: lp = eng.prefill(pr).clone(); f = eng._prefill_feats.clone(); d = eng.decode_n_tokens(8).clone()
+                finally: E.PREFILL_GRAPHS = True
+                outs.append((lp, f, d))
+            (a, fa, da), (b, fb, db) = outs
+            assert rel_error(a, b) < 1e-5 and rel_error(fa, fb) < 1e-5 and torch.equal(da, db), (name, L, rel_error(a, b), rel_error(fa, fb))
+        assert getattr(eng, 'prefill_graph_error', None) is None and set(eng.prefill_graphs) == {64, 128}, (name, getattr(eng, 'prefill_graph_error', None))
