@@ -23,8 +23,9 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 
            'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
            'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
            'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'attn_partials', 'Engine', 'prefill_bucket', 'prefill_recorded', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -999,7 +1000,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.prefill_n = torch.zeros(1, dtype=torch.long, device=dev)               # its real tokens
     self.graphs, self.prefill_graphs, self._prefill_graph_feats = {}, {}, {}
     self.reset()
-    if FRAGMENT_LINEARS and dev.type == 'cuda': self.use_fragment(True, capture=False)
+    if dev.type == 'cuda' and fragment_default(dev): self.use_fragment(True, capture=False)
     if self.use_graphs: self._capture(); self.reset()
     return self
 
@@ -1018,7 +1019,17 @@ def _linears(self:Engine, head:bool=True)->list:
     "The engine's linear modules in call order: every layer's (`_layer_linears`), then the LM head."
     return [m for L in self.layers for m in _layer_linears(L)] + ([self.head] if head else [])
 
-FRAGMENT_LINEARS = os.environ.get('EFFQWEN_FRAGMENT', '0') == '1'   # W4A16 / BCQ linears on the Gluon fragment kernels for 1..16 rows
+FRAGMENT_LINEARS = os.environ.get('EFFQWEN_FRAGMENT')   # W4A16 / BCQ linears on the Gluon fragment kernels for 1..16 rows:
+                                                        # '1' on, '0' off, unset: on a Hopper GPU with Gluon (`fragment_default`)
+
+def fragment_default(device)->bool:
+    """Does a new engine on `device` put its W4A16 / BCQ linears on the Gluon fragment kernels? `EFFQWEN_FRAGMENT` if
+    set; else on a compute-capability-9 GPU (the H200 the kernels were written and measured on: decode 2.336 -> 2.141 ms
+    in step_ab_h200.json, engine-vs-HF greedy test in tests/test_engine_gpu.py) where Gluon imports."""
+    if FRAGMENT_LINEARS is not None: return FRAGMENT_LINEARS == '1'
+    if device.type != 'cuda': return False
+    from effqwen import gluon as G
+    return G.gluon is not None and torch.cuda.get_device_capability(device)[0] == 9
 
 def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
     """Put every W4A16 / BCQ linear the fragment kernels support (`effqwen.gluon.fragment_supported`: group 128 for W4A16)

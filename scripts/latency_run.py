@@ -1,6 +1,7 @@
 """Run on the GPU machine: PYTHONPATH=. OUT=... python3 scripts/latency_run.py SECONDS (a deadline; partial results are kept)."""
 "A1/A2 latency at the Qwen3.5-4B shape on the GPU (the 26_latency measurement), saving partial results after every stage."
 import json, os, shutil, pathlib, sys
+import torch
 from effqwen.core import get_profile, write_result
 import effqwen.engine as E
 from effqwen.engine import benchmark_latency
@@ -28,7 +29,8 @@ r['gdn_verify'] = E.GDN_VERIFY
 r['attn_chunk'] = E.ATTN_CHUNK
 r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MATVEC, read when effqwen.engine is imported)
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
-r['fragment_linears'] = E.FRAGMENT_LINEARS   # the engine's W4A16 linears on the Gluon fragment kernels for 1..16 rows (EFFQWEN_FRAGMENT=1)
+r['prefill_graphs'] = E.PREFILL_GRAPHS   # prompts padded to a size bucket, prefill replayed from a graph per bucket (EFFQWEN_PREFILL_GRAPHS)
+r['fragment_linears'] = E.fragment_default(torch.device('cuda'))   # the engine's W4A16 linears on the Gluon fragment kernels for 1..16 rows (EFFQWEN_FRAGMENT, default on Hopper)
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
 p = write_result('latency_h200', r, get_profile('gpu'))
