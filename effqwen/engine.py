@@ -998,7 +998,8 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
     self.prefill_ids = torch.zeros(max_seq_len, dtype=torch.long, device=dev)   # a padded prompt (`prefill_padded`)
     self.prefill_n = torch.zeros(1, dtype=torch.long, device=dev)               # its real tokens
-    self.graphs, self.prefill_graphs, self._prefill_graph_feats = {}, {}, {}
+    self.graphs = {}
+    self.drop_prefill_graphs()
     self.reset()
     if dev.type == 'cuda' and fragment_default(dev): self.use_fragment(True, capture=False)
     if self.use_graphs: self._capture(); self.reset()
@@ -1041,7 +1042,7 @@ def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
         if hasattr(m, 'use_fragment') and (not on or fragment_supported(m) is None):
             m.use_fragment(on); n += 1
     if capture and self.use_graphs and self.graphs: self._capture(); self.reset()
-    self.prefill_graphs.clear(); self._prefill_graph_feats.clear()   # (recorded again at their next prompt)
+    self.drop_prefill_graphs()                                          # (recorded again at their next prompt)
     return n
 
 Engine.setup, Engine.reset, Engine.linears, Engine.use_fragment = _setup, _reset, _linears, _use_fragment
@@ -1280,7 +1281,13 @@ def _prefill_padded(self:Engine, ids:torch.Tensor, # (P,) prompt on the device
                 log.warning('prefill graph of %d rows not recorded (%s): prefill runs eagerly', T, self.prefill_graph_error)
     if self.tap_layers: self._prefill_feats = feats[:P].clone()
 
-Engine.prefill_padded = _prefill_padded
+def _drop_prefill_graphs(self:Engine):
+    """Forget the recorded prefill graphs (after the linears or the state buffers change), and their memory pool: the
+    next recording starts a new pool (PyTorch's allocator asserts when a graph is recorded into the pool of freed graphs)."""
+    self.prefill_graphs, self._prefill_graph_feats = {}, {}
+    self.__dict__.pop('_prefill_pool', None)
+
+Engine.prefill_padded, Engine.drop_prefill_graphs = _prefill_padded, _drop_prefill_graphs
 
 # %% ../nbs/16_engine.ipynb #18a3c38a
 @torch.no_grad()

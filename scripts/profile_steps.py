@@ -83,19 +83,22 @@ def prefill_ab(eng, ids, reps: int = 3, rounds: int = 3) -> dict:
     drift) with the copy- and time-saving prefill paths on and off: flash-linear-attention's grouped values
     (`eng.chunk_gva`, q/k not repeated), SDPA's `enable_gqa` (k/v not repeated), the next layer's dequantize on a side
     stream (`PREFILL_DEQUANT_AHEAD`), the W4A16 linears called directly (`PREFILL_DIRECT`, less host time per call) and
-    q/k L2-normalized in the conv kernel (`PREFILL_QK_NORM`, not in two passes of the chunk rule);
+    q/k L2-normalized in the conv kernel (`PREFILL_QK_NORM`, not in two passes of the chunk rule), each run eagerly,
+    and the engine's own paths replayed from the graph recorded for the prompt's size bucket (`PREFILL_GRAPHS`);
     the engine is left as it was. Every combination must give the same next token."""
     import effqwen.engine as E
     own = (eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM)
+    graphs_own = E.PREFILL_GRAPHS
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     g1 = own[0]                                   # grouped values only where the engine has them (flash-linear-attention)
     combos = [(False, False, False, False, False), (g1, False, False, False, False), (g1, True, False, False, False),
               (g1, True, False, True, False), (g1, True, False, True, True), (g1, False, False, True, True), (g1, True, True, False, True)]
-    combos = list(dict.fromkeys(combos))
-    key = lambda c: 'gva={:d},sdpa_gqa={:d},ahead={:d},direct={:d},qknorm={:d}'.format(*c)
+    combos = [c + (False,) for c in dict.fromkeys(combos)] + [own + (True,)]   # + the engine's own paths, prefill replayed from a recorded graph
+    key = lambda c: 'gva={:d},sdpa_gqa={:d},ahead={:d},direct={:d},qknorm={:d},graphs={:d}'.format(*c)
     ts, toks, errors = {key(c): [] for c in combos}, set(), {}
     def run(c):
-        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM = c
+        eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM = c[:5]
+        E.PREFILL_GRAPHS = bool(c[5]); eng.drop_prefill_graphs()      # each combination eagerly; the last also recorded
         eng.prefill(ids); sync()
         for _ in range(reps):
             t = time.perf_counter(); eng.prefill(ids); sync(); ts[key(c)].append((time.perf_counter() - t) * 1e3)
@@ -107,6 +110,7 @@ def prefill_ab(eng, ids, reps: int = 3, rounds: int = 3) -> dict:
             except Exception as e:                                # a path that fails leaves the others (and the default) measured
                 errors[key(c)] = f'{type(e).__name__}: {e}'[:300]; print('prefill', key(c), 'failed:', errors[key(c)], flush=True)
     eng.chunk_gva, E.PREFILL_SDPA_GQA, E.PREFILL_DEQUANT_AHEAD, E.PREFILL_DIRECT, E.PREFILL_QK_NORM = own
+    E.PREFILL_GRAPHS = graphs_own; eng.drop_prefill_graphs()
     out = {k: sorted(v)[len(v) // 2] for k, v in ts.items() if v and k not in errors}
     for k, v in out.items(): print('prefill', k, f'{v:.2f} ms', flush=True)
     return dict(ms=out, runs=rounds * reps, same_next_token=len(toks) == 1,
@@ -218,7 +222,8 @@ def render(path: str = 'data/results/step_profile_h200.json'):
              '`gva`: flash-linear-attention\'s grouped-value chunk kernel on q/k as they are (off: repeated to H_v heads, as transformers calls it); '
              '`sdpa_gqa`: SDPA\'s `enable_gqa` (off: k/v repeated to H heads); `ahead`: the next layer\'s weights dequantized on a side stream; '
              '`direct`: the W4A16 linears\' dequantize + cuBLAS called directly rather than through the custom op (less host time per call); '
-             '`qknorm`: q/k L2-normalized in the conv kernel rather than in two passes of the chunk rule: '
+             '`qknorm`: q/k L2-normalized in the conv kernel rather than in two passes of the chunk rule; '
+             '`graphs`: the prompt padded to its size bucket and the prefill replayed from the graph recorded for it (the others eager): '
              + ', '.join(f"{k} {v:.1f}" for k, v in doc['prefill_ab']['ms'].items())
              + f"; same next token in every combination: {doc['prefill_ab']['same_next_token']}." if 'prefill_ab' in doc else '')
           + (f"\n\nGPU idle inside one traced prefill: {doc['prefill_idle']['idle_us'] / 1e3:.1f} ms of a {doc['prefill_idle']['span_us'] / 1e3:.1f} ms span "

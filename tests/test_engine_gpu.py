@@ -228,3 +228,6 @@ def test_recorded_prefill_equals_eager_prefill():
             (a, fa, da), (b, fb, db) = outs
             assert rel_error(a, b) < 1e-5 and rel_error(fa, fb) < 1e-5 and torch.equal(da, db), (name, L, rel_error(a, b), rel_error(fa, fb))
         assert getattr(eng, 'prefill_graph_error', None) is None and set(eng.prefill_graphs) == {64, 128}, (name, getattr(eng, 'prefill_graph_error', None))
+        eng.drop_prefill_graphs()                                 # recorded again, in a new pool, after the graphs are dropped
+        for _ in range(2): eng.prefill(pr)
+        assert getattr(eng, 'prefill_graph_error', None) is None and set(eng.prefill_graphs) == {128}, (name, getattr(eng, 'prefill_graph_error', None))
