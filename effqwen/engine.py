@@ -1259,6 +1259,7 @@ def _prefill_padded(self:Engine, ids:torch.Tensor, # (P,) prompt on the device
     per bucket serves every prompt length in it. The first prompt of a bucket runs eagerly (the same kernels on the
     same rows, so the same numbers), then the graph is recorded; later prompts replay it, without the host time of a
     thousand launches. If recording fails the engine prefills eagerly from then on (`prefill_graph_error`)."""
+    if not self.fused: raise ValueError('prefill_padded needs the fused path (Engine(fused=True)): the torch path has no padding-aware Gated-DeltaNet prefill')
     T = prefill_bucket(P, self.max_seq_len)
     self.prefill_ids[:P].copy_(ids); self.prefill_ids[P:T].zero_(); self.prefill_n.fill_(P)
     run = lambda: self._run(T, 'prefill', self.prefill_ids[:T], self.prefill_n)
