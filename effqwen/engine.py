@@ -18,7 +18,7 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'PDL_STEPS', 'PREFILL_GRAPHS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
            'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
            'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
            'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
@@ -1380,6 +1380,59 @@ def _mark(device):
     if device.type != 'cuda': return time.perf_counter()
     e = torch.cuda.Event(enable_timing=True); e.record(); return e
 
+PIPELINED = True   # greedy speculative decoding with a `propose_device` proposer: device-side accept / commit, no sync per round
+
+def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stops:set, st, marks:list)->torch.Tensor:
+    """The greedy speculative rounds of `speculative_generate` with nothing on the host between them. A round is queued
+    whole on the device: the draft (`prop.propose_device`: the new context rows and their count, the anchor, all device
+    tensors), the verify step, the accept (the longest prefix of drafts equal to the target's argmax: a cumprod), the
+    kept count clamped to the tokens still allowed (a device budget), the commit step, the next anchor, and an
+    asynchronous copy of the round's record to pinned host memory. The host launches round r+1 before it reads round
+    r-1's record, so the GPU never waits for it; a round whose tokens turn out not to be needed (the budget or a stop
+    token was reached one round earlier) is dropped: at most one, and it keeps at most one token, inside the room the
+    caller checked. Same tokens and acceptance lengths as the host loop (`pipelined=False`), one sync per round fewer."""
+    B, dev = engine.block_size, engine.device
+    cuda = dev.type == 'cuda'
+    gen = ids.shape[1] - P
+    R = max_new - gen + 1                                                      # rounds: each keeps >= 1 token, + 1 dropped
+    budget = torch.full((1,), max_new - gen, dtype=torch.long, device=dev)     # tokens still to keep
+    anchor = last.clone()
+    match = torch.zeros(B - 1, dtype=torch.bool, device=dev)
+    rec = torch.zeros(R, 2 * B, dtype=torch.long, device=dev)                  # per round: [kept, B-1 drafts, B target tokens]
+    host = torch.zeros(R, 2 * B, dtype=torch.long, pin_memory=cuda)
+    done = [None] * R
+    def launch(r):
+        m0 = _mark(dev)
+        if r == 0: draft = prop.propose(ids, ctx_new, B - 1, anchor=anchor)[0]   # the prompt's context rows: host bookkeeping
+        else: draft = prop.propose_device(engine.taps, engine.n_keep, anchor)
+        m1 = _mark(dev)
+        engine.tok[:1].copy_(anchor); engine.tok[1:].copy_(draft.reshape(-1))
+        engine._step('verify')
+        torch.eq(engine.tok[1:], engine.next_tok[:B - 1], out=match)
+        n = torch.minimum(match.long().cumprod(0).sum(0, keepdim=True) + 1, budget.clamp(min=1))
+        budget.sub_(n); engine.n_keep.copy_(n)
+        engine._step('commit')
+        anchor.copy_(engine.next_tok.index_select(0, n - 1))                  # the target's token after the kept ones
+        rec[r, :1].copy_(n); rec[r, 1:B].copy_(engine.tok[1:]); rec[r, B:].copy_(engine.next_tok)
+        host[r].copy_(rec[r], non_blocking=cuda)
+        if cuda: done[r] = torch.cuda.Event(); done[r].record()
+        marks.append((m0, m1, _mark(dev)))
+    launch(0)
+    r = 0
+    while True:
+        if len(marks) == r + 1 and gen + 1 < max_new and r + 1 < R: launch(r + 1)   # round r+1 queued before round r is read
+        if cuda: done[r].synchronize()
+        n = int(host[r, 0])
+        new = torch.cat([host[r, 1:n], host[r, B + n - 1:B + n]])           # n - 1 drafts, then the target's token
+        hit = [i for i, t in enumerate(new.tolist()) if t in stops]
+        if hit: new = new[:hit[0] + 1]
+        ids = torch.cat([ids, new[None]], 1); st.acceptance_lengths.append(len(new)); gen += n
+        if hit or gen >= max_new: break
+        r += 1
+    del marks[r + 1:]                                                          # (a dropped round's time is not a round's)
+    engine.length = int(engine.pos)                                            # (a dropped round's kept token included)
+    return ids
+
 def _elapsed(a, b)->float:
     "Seconds between two `_mark`s (CUDA events are read once the work is done)."
     return a.elapsed_time(b) / 1e3 if isinstance(a, torch.cuda.Event) else b - a
@@ -1390,6 +1443,8 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
                          input_ids:torch.Tensor, # (1, P) prompt
                          max_new_tokens:int, # tokens to generate (>= 1)
                          stop_token_ids:list|None=None, # stop after the first of these
+                         pipelined:bool|None=None, # rounds queued on the device, the host reading each one a round behind
+                                                   # (`_pipelined_rounds`; default: `PIPELINED` and a proposer with `propose_device`)
                         )->SimpleNamespace:
     "Lossless greedy speculative decoding on the engine; returns new tokens and acceptance statistics."
     from effqwen.specdec import as_proposer, accept_greedy
@@ -1415,7 +1470,11 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     blk, last = torch.zeros(B, dtype=torch.long, device=dev), engine.tok[:1]   # last: the anchor (the last committed token)
     kw = lambda: dict(anchor=last) if getattr(prop, 'takes_anchor', False) else {}   # `StaticDrafter` reads it on the device
     marks = []                                                                 # per round: (start, drafted, done)
-    while ids.shape[1] - P < max_new_tokens and not stopped:
+    if pipelined is None:
+        pipelined = PIPELINED and hasattr(prop, 'propose_device') and getattr(prop, 'max_seq_len', 0) >= P + max_new_tokens + B + 1
+    if pipelined and not stopped and ids.shape[1] - P < max_new_tokens:
+        ids = _pipelined_rounds(engine, prop, ids, ctx_new, last, P, max_new_tokens, stops, st, marks)
+    while not pipelined and ids.shape[1] - P < max_new_tokens and not stopped:
         m0 = _mark(dev)
         draft, _ = prop.propose(ids, ctx_new, B - 1, **kw())
         draft = draft.reshape(-1).to(dev)
@@ -1529,6 +1588,20 @@ class StaticDrafter:
             idx = idx.masked_fill(idx >= self.n_draft, 0)                   # (a padding copy of row 0)
         self.tokens.copy_(d.to_target(idx))                                  # argmax over the draft vocabulary only
         self.ctx_len.add_(self.n_new)
+
+    @torch.no_grad()
+    def propose_device(self, feats:torch.Tensor, # (>= B, k·H) target features on the device: the first `n_new` rows are new context
+                       n_new:torch.Tensor, # (1,) device count of new context rows (1..B)
+                       anchor:torch.Tensor, # (1,) device anchor token
+                      )->torch.Tensor:
+        """`propose` with every input on the device and no host-side bookkeeping, for the pipelined speculative loop
+        (`_pipelined_rounds`): all B feature rows are copied (the step reads only `n_new` of them), the step replays,
+        and the B-1 drafts are returned as the live `tokens` buffer. The host-side `length` is not advanced: the caller
+        checks the room once, and `start()` begins the next sequence."""
+        self.ctx_in.copy_(feats[:self.block_size]); self.n_new.copy_(n_new); self.anchor.copy_(anchor)
+        if self.graph is not None: self.graph.replay()
+        else: self._fn()
+        return self.tokens
 
     def _capture(self):
         s = torch.cuda.Stream(self.device); s.wait_stream(torch.cuda.current_stream(self.device))
