@@ -1497,6 +1497,7 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     st.decode_s = _sync(dev) - t1
     st.draft_s, st.verify_s = sum(_elapsed(a, b) for a, b, _ in marks), sum(_elapsed(b, c) for _, b, c in marks)
     st.new_tokens = ids[:, P:]
+    st.pipelined = bool(pipelined)                                             # which loop ran (`_pipelined_rounds` or the host loop)
     st.rounds = len(st.acceptance_lengths)
     st.tau = sum(st.acceptance_lengths) / max(1, st.rounds)
     st.tokens_per_s = st.new_tokens.shape[1] / max(1e-9, st.prefill_s + st.decode_s)

@@ -382,6 +382,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
                 o['lossless'] += int(same); o['ar_s'] += ar; o['spec_s'] += sp
                 for part in ('prefill_s', 'draft_s', 'verify_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
                 o['rounds'] = o.get('rounds', 0) + r.rounds
+                o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
                 if not same: o.setdefault('divergence', []).append(divergence(int4, x, ref, r.new_tokens))
                 o['new_tokens'] += ref.shape[1]
         log(b, {k: round(sum(res[k][b]['lengths']) / max(1, len(res[k][b]['lengths'])), 2) for k in names})
