@@ -1667,8 +1667,17 @@ def linears_ms(eng:Engine, n:int=10)->float:
     with torch.cuda.graph(g): fn()
     return _gpu_ms(g.replay, n)
 
-def _weight_bytes(mods)->int:
-    return sum(t.numel() * t.element_size() for m in mods for t in list(m.parameters()) + list(m.buffers()))
+def _weight_bytes(mods, step:bool=False)->int:
+    """Bytes of the modules' parameters and buffers, each tensor once. `step`: what a 1..16-row step reads: a linear on
+    the fragment kernels reads its fragment copy, not its kernel-layout weight (it holds both: prefill dequantizes that)."""
+    seen = {}
+    for mod in mods:
+        for m in mod.modules():
+            frag = step and getattr(m, 'weight_fragment', None) is not None
+            for name, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
+                if t is None or (frag and name in ('weight_packed', 'weight_signs')): continue
+                seen[(t.data_ptr(), t.numel())] = t.numel() * t.element_size()
+    return sum(seen.values())
 
 @torch.no_grad()
 def teacher_forced_gaps(model, # the HF reference model
@@ -1790,7 +1799,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         t = sync(); eng = Engine(m, max_seq_len=Lmax, block_size=block_size, convert=convert, compile=comp, fused=fused,
                                  convert_head=w4_head and convert is not None); build = sync() - t
         r = res['engine'][key] = dict(linears=kind, compile=comp, cuda_graphs=True, fused=eng.fused, w4_head=w4_head and convert is not None, build_s=build,
-                                      linear_gb=_weight_bytes(eng.linears()) / 2**30)
+                                      linear_gb=_weight_bytes(eng.linears()) / 2**30, step_gb=_weight_bytes(eng.linears(), step=True) / 2**30)
         out = eng.generate(st.ids[P0], check_tokens)
         if kind == 'w4a16': st.w4_tokens = out.clone()
         if st.ref is not None and kind == 'bf16':
