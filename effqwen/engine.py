@@ -1069,12 +1069,10 @@ def _prefill_linear(m, v:torch.Tensor, w:torch.Tensor|None=None # the dequantize
     if w is None:
         W4A16Linear, _ = _quant_kinds()
         if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
-        if v.shape[0] <= 64:                                             # the op's small-M kernels, without the op's dispatch
-            from effqwen.kernels import w4a16_matmul
-            y = w4a16_matmul(v.contiguous(), m.weight_packed, m.weight_scale, kernel_layout=True)
-            return y if m.bias is None else y + m.bias.to(y.dtype)
-        w = _dequant_weight(m, v.shape[0], v.dtype)
-    y = v @ w.T
+    if w is None and v.shape[0] <= 64:                                   # the op's small-M kernels, without the op's dispatch
+        from effqwen.kernels import w4a16_matmul
+        y = w4a16_matmul(v.contiguous(), m.weight_packed, m.weight_scale, kernel_layout=True)
+    else: y = v @ (w if w is not None else _dequant_weight(m, v.shape[0], v.dtype)).T
     return y if m.bias is None else y + m.bias.to(y.dtype)
 
 class _DequantAhead:
@@ -1267,7 +1265,7 @@ def _prefill_padded(self:Engine, ids:torch.Tensor, # (P,) prompt on the device
     g = self.prefill_graphs.get(T) if record else None
     if g is not None: g.replay(); feats = self._prefill_graph_feats.get(T)
     else:
-        run(); feats = getattr(self, '_prefill_feats', None) if self.tap_layers else None
+        run(); feats = self._prefill_feats if self.tap_layers else None
         if record:
             try:
                 if not hasattr(self, '_prefill_pool'): self._prefill_pool = torch.cuda.graph_pool_handle()
@@ -1284,7 +1282,8 @@ def _prefill_padded(self:Engine, ids:torch.Tensor, # (P,) prompt on the device
 
 def _drop_prefill_graphs(self:Engine):
     """Forget the recorded prefill graphs (after the linears or the state buffers change), and their memory pool: the
-    next recording starts a new pool (PyTorch's allocator asserts when a graph is recorded into the pool of freed graphs)."""
+    next recording starts a new pool. (Recording again into the old pool after its graphs were freed hit an internal
+    assert of PyTorch's caching allocator once on the H200, `use_count > 0`; a fresh pool has not yet been run there.)"""
     self.prefill_graphs, self._prefill_graph_feats = {}, {}
     self.__dict__.pop('_prefill_pool', None)
 

@@ -1,30 +1,15 @@
 """Exploratory probe of the W4A16 engine's prefill at the Qwen3.5-4B shape (random weights) on the GPU: the whole
 kernel list of one 8192-token prefill (torch.profiler), the host-side ops of a short (64-token) prefill, and
 micro-benchmarks of the prefill's own kernels in their variants (q/k/v prep rows per program, conv kernel's
-region-aligned stores and tile, dequantize kernel layouts and tiles) at the engine's shapes, each checked against
-the configuration in use. Writes `prefill_probe_h200.json`; a diagnostic for choosing defaults, not a result table.
+region-aligned stores and tile, dequantize tiles) at the engine's shapes, each checked against the configuration in use,
+and flash-linear-attention's recurrent vs chunk rule on short prompts. Writes `prefill_probe_h200.json`; a diagnostic for choosing defaults, not a result table.
 
     python scripts/prefill_probe.py --out $OUT
 """
 import argparse, json, os, statistics, time
 from collections import defaultdict
-import torch, triton, triton.language as tl
+import torch
 from triton.testing import do_bench
-
-
-@triton.jit
-def _dq3_kernel(w_ptr, s_ptr, out_ptr, N, K, KW, GROUP: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    "Kernel-layout INT4 dequantize as a (rows, words, 8) tile: the 8 nibbles of a word broadcast out, no join/reshape."
-    rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nmask = rn < N
-    wi = tl.program_id(1) * (BLOCK_K // 8) + tl.arange(0, BLOCK_K // 8)
-    rows = rn[:, None, None].to(tl.int64)
-    w = tl.load(w_ptr + rows * KW + wi[None, :, None], mask=nmask[:, None, None], other=0)
-    j = tl.arange(0, 8)
-    sh = (4 * ((j >> 1) + 4 * (j & 1)))[None, None, :]
-    c = ((w >> sh) & 0xF) - 8
-    s = tl.load(s_ptr + rows * (K // GROUP) + (wi * 8 // GROUP)[None, :, None], mask=nmask[:, None, None], other=0.0)
-    tl.store(out_ptr + rows * K + (wi * 8)[None, :, None] + j[None, None, :], (c.to(tl.float32) * s.to(tl.float32)).to(out_ptr.dtype.element_ty),
-             mask=nmask[:, None, None])
 
 
 def us(fn, rep=200):
@@ -66,17 +51,21 @@ def main():
     from effqwen.model import load_target
     res = dict(micro={})
     dev, bf = 'cuda', torch.bfloat16
-    # --- micro: dequantize variants at the engine's shapes (PART=dq3: the prototype sweep; default: the library kernel's default config)
+    # --- micro: the kernel-layout dequantize (`_w4a16_dequant_kl_kernel`) at the engine's shapes, its default config and
+    # the (rows, columns, warps) candidates it was chosen from; every config must give torch's dequantized weight exactly
+    cands = ((16, 512, 4), (8, 512, 4), (32, 256, 4), (16, 1024, 8), (32, 512, 8), (64, 256, 8), (8, 1024, 4), (4, 1024, 4),
+             (4, 512, 4), (2, 1024, 4), (2, 512, 4), (4, 512, 2))
     dq = {}
     for N, Kd in ((2560, 4096), (2560, 9216), (10240, 2560), (12352, 2560), (18432, 2560)):
         lin = K.W4A16Linear.from_float(torch.nn.Linear(Kd, N, bias=False, device=dev, dtype=bf), group_size=128)
-        wp, ws = lin.weight_packed, lin.weight_scale
+        wp, ws, ref = lin.weight_packed, lin.weight_scale, lin.dequantize(bf)
         c = K._config_for('w4a16', 8192, N, Kd, 128, bf, wp.device, None, kl=True)
-        ref = lin.dequantize(bf) if hasattr(lin, 'dequantize') else None
-        got = K.w4a16_dequantize_triton(wp, ws, bf, c.block_n, c.block_k, True, c.num_warps)
-        dq[f'{N}x{Kd}'] = dict(config=c.__dict__, us=us(lambda: K.w4a16_dequantize_triton(wp, ws, bf, c.block_n, c.block_k, True, c.num_warps)),
-                               equal_to_torch_dequantize=None if ref is None else bool(torch.equal(got, ref)))
-        print('dequant', N, Kd, dq[f'{N}x{Kd}'], flush=True)
+        row = dict(default=f'{c.block_n}x{c.block_k}w{c.num_warps}', bytes=N * Kd * 2 + N * Kd // 2 + N * Kd // 128 * 2)
+        for bn, bk, nw in cands:
+            if Kd % bk: continue
+            f = lambda: K.w4a16_dequantize_triton(wp, ws, bf, bn, bk, True, nw)
+            row[f'{bn}x{bk}w{nw}'] = us(f) if torch.equal(f(), ref) else 'mismatch'
+        dq[f'{N}x{Kd}'] = row; print('dequant', N, Kd, row, flush=True)
     res['micro']['dequant_library'] = dq
     # --- the engine
     m = load_target('qwen3.5-4b', device=dev, dtype='bfloat16')[0]
@@ -92,18 +81,30 @@ def main():
     with torch.no_grad():
         pa, pg = L0.proj(h), Lg.proj(h)
     pos = torch.zeros(1, dtype=torch.long, device=dev)
-    ap_rows, refq = {}, None
+    ap_rows, refq, bt_own = {}, None, E.ATTN_PREP_BT
     for bt in (1, 4, 8, 16, 32):
         E.ATTN_PREP_BT = bt
         f = lambda: E.fused_attn_prep(pa, eng.cos, eng.sin, pos, L0.qn_w, L0.kn_w, L0.kc, L0.vc, eng.attn_dims)
         q = f().clone(); refq = q if refq is None else refq
         d = (q.float() - refq.float()).abs()
         ap_rows[f'bt{bt}'] = dict(us=us(f), differing=float((d > 0).float().mean()), max_abs=float(d.max()), max_rel=float((d / refq.float().abs().clamp_min(1e-3)).max()))
-    E.ATTN_PREP_BT = 16
+    E.ATTN_PREP_BT = bt_own
     res['micro']['attn_prep'] = ap_rows; print('attn_prep', ap_rows, flush=True)
+    cv, refy = {}, None
+    C, Kd_, Vd, Hk, Hv, Dk, Dv, eps = eng.gdn_dims
+    KC = Lg.conv_buf.shape[1]
+    for bt, nw, al in ((32, 4, False), (32, 4, True), (16, 4, True), (64, 4, True), (64, 8, True), (128, 8, True), (32, 2, True)):
+        qkv = pg.new_empty(2 * P * Kd_ + P * Vd)
+        f = lambda: E._conv_prefill_kernel[(-(-P // bt), -(-C // Dk))](pg, Lg.conv_w, qkv, P, C, Kd_, Vd, pg.shape[1], KC=KC, BT=bt, BC=Dk,
+                                                                                     QKNORM=True, ALIGNED=al, num_warps=nw)
+        f(); refy = qkv.clone() if refy is None else refy
+        cv[f'bt{bt}w{nw}{"a" if al else ""}'] = us(f) if torch.equal(qkv, refy) else 'mismatch'
+    res['micro']['conv'] = cv; print('conv', cv, flush=True)
     # --- prefill wall, kernel list, short prefill's host ops
     res['prefill_8192_ms'] = wall_ms(lambda: eng.prefill(ids)); print('prefill 8192', res['prefill_8192_ms'], flush=True)
-    E.ATTN_PREP_BT = 1; res['prefill_8192_ms_bt1'] = wall_ms(lambda: eng.prefill(ids)); E.ATTN_PREP_BT = 16
+    # (a module flag changes what a prefill records: the recorded graphs are dropped around each change)
+    E.ATTN_PREP_BT = 1; eng.drop_prefill_graphs(); res['prefill_8192_ms_bt1'] = wall_ms(lambda: eng.prefill(ids))
+    E.ATTN_PREP_BT = bt_own; eng.drop_prefill_graphs()
     print('prefill 8192 bt1', res['prefill_8192_ms_bt1'], flush=True)
     res['prefill_kernels'] = kernel_list(lambda: eng.prefill(ids))
     print('kernel sum', sum(r['us'] for r in res['prefill_kernels']), flush=True)
@@ -112,18 +113,18 @@ def main():
         res[f'prefill_{s}_ms'] = wall_ms(lambda: eng.prefill(ids_s))
         res[f'prefill_{s}_gpu_us'] = sum(r['us'] for r in kernel_list(lambda: eng.prefill(ids_s)))
         print('prefill', s, res[f'prefill_{s}_ms'], 'ms wall', res[f'prefill_{s}_gpu_us'], 'us gpu', flush=True)
-    rr = {}
+    rr, rec_own = {}, E.GDN_PREFILL_RECURRENT_MAX
     for s_ in (16, 64, 256, 512):
         ids_s = ids[:, :s_]; row = {}
         for mx in (0, 1 << 20):
-            E.GDN_PREFILL_RECURRENT_MAX = mx
+            E.GDN_PREFILL_RECURRENT_MAX = mx; eng.drop_prefill_graphs()
             lg = eng.prefill(ids_s).float().clone()
             row[f'max{mx}'] = dict(wall_ms=wall_ms(lambda: eng.prefill(ids_s)), gpu_us=sum(r['us'] for r in kernel_list(lambda: eng.prefill(ids_s))))
             row[f'max{mx}']['logits'] = lg
         a_, b_ = row['max0'].pop('logits'), row[f'max{1 << 20}'].pop('logits')
         row['rel_err_recurrent_vs_chunk'] = float((a_ - b_).norm() / a_.norm()); row['same_argmax'] = bool(a_.argmax() == b_.argmax())
         rr[s_] = row; print('gdn rule', s_, row, flush=True)
-    E.GDN_PREFILL_RECURRENT_MAX = 64
+    E.GDN_PREFILL_RECURRENT_MAX = rec_own; eng.drop_prefill_graphs()
     res['gdn_recurrent_vs_chunk'] = rr
     import cProfile, pstats, io
     eng.prefill(ids[:, :64]); torch.cuda.synchronize()
