@@ -48,7 +48,7 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available() or G.gluon is None, reaso
 
 @gpu
 @pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('cfg', [(4, 1, 2), (2, 2, 2), (4, 1, 3), (4, 1, 0), (2, 1, 0), (2, 2, 0), None])
+@pytest.mark.parametrize("cfg", [(4, 1, 2), (2, 2, 2), (4, 1, 3), (4, 1, 0), (4, 1, 1), (2, 2, 1), (2, 1, 0), (2, 2, 0), None])
 def test_w4_kernel_matches_reference(M, cfg):
     N, Kd = 96, 1024
     wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))

@@ -1,0 +1,140 @@
+"""Where the M = 1 W4A16 time goes (GPU diagnostic): the Gluon fragment kernel's load variants (DEPTH 0 = cp.async of
+everything first, 1 = every word in registers first, 2 = a register pipeline; EVICT = weight words evict-first in L2)
+beside the library kernel, cuBLAS BF16, torch's tinygemm int4 and a plain streaming read of the same bytes, each timed
+three ways in one run:
+
+- `memset`: `effqwen.kernels._bench` (CUDA-graph replay, L2 flushed by zeroing 256 MB: the L2 is then full of dirty
+  lines, which the timed call's reads must write back first; what `triton.testing.do_bench` does);
+- `read`: the same with the L2 flushed by reading 256 MB (clean lines);
+- `chain`: 16 calls on 16 distinct copies of the weight back to back in one CUDA graph (no flush: each call's weight
+  is out of L2 because the 15 others went through it), per call; for the Gluon and library kernels also with
+  programmatic dependent launch (`+pdl`), as in the engine's decode graph.
+
+    python scripts/gluon_stream_probe.py [--out DIR]   # GPU -> data/results/kernel_stream_probe_h200.json
+    python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md
+"""
+import argparse, json, os, time, traceback
+import torch
+
+SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16)]   # (N, K, M)
+CANDS = [(4, 1, 2), (4, 1, 1), (4, 1, 0), (8, 1, 2), (8, 1, 1), (8, 1, 0)]        # (WK, WM, DEPTH)
+CHAIN = 16
+NAME = 'kernel_stream_probe_h200'
+
+def _read_kernel():
+    import triton, triton.language as tl
+    @triton.jit
+    def read_words(w_ptr, out_ptr, n, BLOCK: tl.constexpr, ITERS: tl.constexpr):
+        "Sum of int32 words (evict-first), one partial per program: the bytes of a weight streamed with nothing else."
+        pid = tl.program_id(0)
+        acc = tl.zeros([BLOCK], tl.int32)
+        for i in tl.static_range(ITERS):
+            offs = (pid * ITERS + i) * BLOCK + tl.arange(0, BLOCK)
+            acc += tl.load(w_ptr + offs, mask=offs < n, other=0, eviction_policy='evict_first')
+        tl.store(out_ptr + pid, tl.sum(acc))
+    return read_words
+
+def _chain_us(calls, reps: int = 5) -> float:
+    "µs per call of `calls` (one per weight copy) replayed back to back from one CUDA graph (no flush), median of reps."
+    st = torch.cuda.Stream(); st.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(st):
+        for c in calls: c()
+    torch.cuda.current_stream().wait_stream(st); torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for c in calls: c()
+    g.replay(); ts = []
+    for _ in range(reps):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(); g.replay(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b))
+    del g
+    return sorted(ts)[len(ts) // 2] * 1e3 / len(calls)
+
+def run(out: str | None):
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    read_words = _read_kernel()
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    pdl_default, ev_default = Kn.PDL, G.EVICT
+    for N, K, M in SHAPES:
+        wps = [torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda() for _ in range(CHAIN)]
+        s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+        words = [G.w4_to_fragment(w) for w in wps]
+        wkl = [Kn.w4a16_to_kernel_layout(w) for w in wps]
+        x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
+        ref = Kn.w4a16_mm_ref(x, wps[0], s).float()
+        y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
+        row = dict(N=N, K=K, M=M, weight_bytes=N * K // 2 + 2 * N * (K // 128), methods={})
+        def record(name, call_of, pdl_ok=False, err=None):
+            "Time call_of(i) (the call on weight copy i) three ways (+ the chain under PDL where the kernel takes it)."
+            r = dict(rel_err=err) if err is not None else {}
+            try:
+                Kn.PDL = False
+                r['memset'] = Kn._bench(lambda: call_of(0), 5, flush='memset')
+                r['read'] = Kn._bench(lambda: call_of(0), 5, flush='read')
+                r['chain'] = _chain_us([lambda i=i: call_of(i) for i in range(CHAIN)])
+                if pdl_ok:
+                    Kn.PDL = True
+                    r['chain+pdl'] = _chain_us([lambda i=i: call_of(i) for i in range(CHAIN)])
+            except Exception: r['error'] = traceback.format_exc()[-800:]
+            finally: Kn.PDL = pdl_default
+            row['methods'][name] = r
+            print(N, K, M, name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != 'error'}, r.get('error', '')[-300:], flush=True)
+        for WK, WM, D in CANDS:
+            if K % (128 * WK) or (D == 0 and 8 * K > G._SMEM_MAX): continue
+            for ev in (False, True):
+                G.EVICT = ev
+                try:
+                    G.w4a16_fragment_matmul(x, words[0], s, (WK, WM, D), out=y); torch.cuda.synchronize()
+                    err = float((y.float() - ref).abs().mean() / ref.abs().mean())
+                except Exception: row['methods'][f'gluon wk{WK} d{D} ev{int(ev)}'] = dict(error=traceback.format_exc()[-800:]); continue
+                record(f'gluon wk{WK} d{D} ev{int(ev)}', lambda i, c=(WK, WM, D): G.w4a16_fragment_matmul(x, words[i], s, c, out=y), pdl_ok=True, err=err)
+            G.EVICT = ev_default
+        record('library w4a16', lambda i: Kn.w4a16_matmul(x, wkl[i], s, kernel_layout=True), pdl_ok=True,
+               err=float((Kn.w4a16_matmul(x, wkl[0], s, kernel_layout=True).float() - ref).abs().mean() / ref.abs().mean()))
+        wb = [Kn.w4a16_dequantize(wps[i], s, dtype=torch.bfloat16) for i in range(4)]   # 4 copies: 4 × 2 bytes/weight already exceed the L2
+        record('cublas bf16', lambda i: x @ wb[i % 4].T)
+        del wb
+        try:
+            tg = [Kn._tinygemm(wps[i], s, 128) for i in range(CHAIN)]
+            record('tinygemm int4', lambda i: torch.ops.aten._weight_int4pack_mm(x, tg[i][0], 128, tg[i][1]))
+            del tg
+        except Exception: row['methods']['tinygemm int4'] = dict(error=traceback.format_exc()[-800:])
+        BLOCK, ITERS = 1024, 4
+        nw = words[0].numel(); grid = (triton_cdiv(nw, BLOCK * ITERS),)
+        part = torch.empty(grid[0], dtype=torch.int32, device='cuda')
+        record('stream read (same bytes)', lambda i: read_words[grid](words[i], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4))
+        rows.append(row)
+        del words, wkl, wps; torch.cuda.empty_cache()
+    import triton
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, wall_s=time.time() - t0,
+               note='µs per call. memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
+                    'to back in one CUDA graph, per call (chain+pdl: launched with programmatic dependent launch). gluon wkW dD evE: '
+                    'the fragment kernel with W warps on K, load variant D (0 cp.async first, 1 registers first, 2 register pipeline), '
+                    'E = evict-first weight loads (cp.async in Triton 3.6 takes no L2 hint, so D0 is the same either way); rel_err = '
+                    'mean |y - ref| / mean |ref| (Marlin). stream read: a Triton kernel summing the fragment words (same bytes, evict-first).')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(NAME, doc, 'gpu'))
+
+def triton_cdiv(a, b): return (a + b - 1) // b
+
+def render():
+    from effqwen.core import write_table
+    doc = json.load(open(f'data/results/{NAME}.json'))
+    lines = ['### Where the M = 1 W4A16 time goes (µs per call, one H200 run)', '',
+             '| shape (N×K, M) | method | memset flush | read flush | chain | chain + PDL | rel. error |', '|---|---|---|---|---|---|---|']
+    f = lambda v: '–' if v is None else f'{v:.2f}'
+    for r in doc['rows']:
+        for name, m in r['methods'].items():
+            if 'error' in m and 'memset' not in m: lines.append(f"| {r['N']}×{r['K']}, {r['M']} | {name} | failed | | | | |"); continue
+            e = m.get('rel_err')
+            lines.append(f"| {r['N']}×{r['K']}, {r['M']} | {name} | {f(m.get('memset'))} | {f(m.get('read'))} | {f(m.get('chain'))} | "
+                         f"{f(m.get('chain+pdl'))} | {'' if e is None else f'{e:.1e}'} |")
+    lines += ['', doc['note']]
+    print(write_table('kernel_stream_probe', '\n'.join(lines), doc['provenance']['profile']))
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'render']); ap.add_argument('--out')
+    a = ap.parse_args()
+    run(a.out) if a.stage == 'run' else render()
