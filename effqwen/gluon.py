@@ -4,14 +4,15 @@
 
 # %% auto #0
 __all__ = ['P_OF_J', 'LAST', 'EVICT', 'w4_to_fragment', 'w4_fragment_codes', 'w4_fragment_dequantize', 'bcq_to_fragment',
-           'bcq_fragment_signs', 'bcq_fragment_dequantize', 'layouts', 'fragment_config', 'w4a16_fragment_matmul',
-           'bcq_fragment_matmul', 'w4a16_frag_mm', 'bcq_frag_mm', 'fragment_supported', 'use_fragment',
-           'compile_offline', 'census']
+           'bcq_fragment_signs', 'bcq_fragment_dequantize', 'layouts', 'load_fragment_picks', 'fragment_config',
+           'w4a16_fragment_matmul', 'bcq_fragment_matmul', 'w4a16_frag_mm', 'bcq_frag_mm', 'fragment_supported',
+           'use_fragment', 'compile_offline', 'census']
 
 # %% ../nbs/15a_gluon.ipynb #6616216f
-import collections, os, re, subprocess, tempfile
+import collections, json, os, re, subprocess, tempfile
+from pathlib import Path
 import torch
-from .kernels import pdl_on, unpack_int4, _to_int32, unpack_sign_words, w4a16_from_kernel_layout, bcq_from_kernel_layout, _check_common
+from .kernels import log, pdl_on, unpack_int4, _to_int32, unpack_sign_words, w4a16_from_kernel_layout, bcq_from_kernel_layout, _check_common
 
 try:
     import triton
@@ -363,17 +364,50 @@ def _launch_opts(x)->dict:
     "The kernels' EVICT flag, and PDL (constexpr + launch attribute) where `effqwen.kernels.pdl_on` says so."
     return dict(EVICT=EVICT) | (dict(PDL=True, launch_pdl=True) if pdl_on(x.device) else {})
 
-def fragment_config(fmt:str, M:int, N:int, K:int)->tuple:
-    """(WK, WM, DEPTH) for an (M, N, K) product, from the H200 sweeps (`kernels_gluon_w4` / `kernels_gluon_bcq`): 8 warps
-    on K when K ≥ 4096 divides into them, else 4 (2, 1); one row block per CTA; W4 prefetches in registers (DEPTH 2) at
-    M ≤ 8 on wide weights with short K (N ≥ 8192, K ≤ 4096), where that measured fastest, else copies everything first
-    (DEPTH 0) when the K slice fits in shared memory."""
+_FRAG_TUNED: dict = {}   # (M ≤ 8, N, K) -> (WK, WM, DEPTH) picked by a sweep on this GPU model (`load_fragment_picks`)
+_FRAG_LOADED: set = set()   # CUDA devices whose GPU model's sweep has been looked for
+
+def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` result (or its path)
+                        device_name:str, # the GPU the picks are for: a sweep of another GPU model is not used
+                       )->int: # picks taken
+    "The W4A16 fragment configs a sweep timed fastest in the engine's setting (back-to-back calls under PDL), per (M bucket, N, K)."
+    if not isinstance(doc, dict): doc = json.loads(Path(doc).read_text())
+    dev = doc.get('provenance', {}).get('device')
+    if dev != device_name: log.info('fragment sweep from %s, not %s: not used', dev, device_name); return 0
+    n = 0
+    for r in doc.get('rows', []):
+        if r.get('best'):
+            WK, D = map(int, re.findall(r'\d+', r['best']))   # 'wk4 d1'
+            _FRAG_TUNED[(r['M'] <= 8, r['N'], r['K'])] = (WK, 1, D); n += 1
+    return n
+
+def _autoload_picks(device):
+    "Once per device: `data/results/kernel_stream_sweep_h200.json` (env EFFQWEN_FRAG_TUNE: another path, or 0 for none)."
+    _FRAG_LOADED.add(device)
+    p = os.environ.get('EFFQWEN_FRAG_TUNE')
+    if p == '0': return
+    from effqwen.core import repo_root
+    f = Path(p) if p else repo_root()/'data'/'results'/'kernel_stream_sweep_h200.json'
+    try:
+        if f.exists(): log.info('fragment picks from %s: %d', f, load_fragment_picks(str(f), torch.cuda.get_device_name(device)))
+    except Exception as e: log.warning('fragment sweep %s not loaded: %s', f, e)
+
+def fragment_config(fmt:str, M:int, N:int, K:int, device=None)->tuple:
+    """(WK, WM, DEPTH) for an (M, N, K) product: a sweep's pick for this GPU model where there is one (`load_fragment_picks`,
+    W4A16), else the rule from the H200 runs (`kernels_gluon_w4`, `kernel_stream_probe`): 8 warps on K when K ≥ 4096
+    divides into them, else 4 (2, 1); one row block per CTA; for W4 at M ≤ 8 on wide or deep weights (N or K ≥ 8192)
+    every word in registers first (DEPTH 1: under PDL those loads overlap the kernel before), else everything copied
+    into shared memory first (DEPTH 0) when the K slice fits there, else the register pipeline (DEPTH 2)."""
     for WK in (8, 4, 2, 1):
         if K % (128 * WK) == 0 and (WK < 8 or K >= 4096): break
     else: raise ValueError(f'K={K} is not a multiple of 128: the fragment kernels take whole 128-wide groups')
     if fmt == 'bcq': return WK, 1, 0
-    depth = 2 if (M <= 8 and N >= 8192 and K <= 4096) or 8 * K > _SMEM_MAX else 0   # 16 rows × K/2 bytes per CTA
-    return WK, 1, depth
+    if device is not None and torch.device(device).type == 'cuda':
+        d = torch.device(device)
+        if d not in _FRAG_LOADED: _autoload_picks(d)
+        if (pick := _FRAG_TUNED.get((M <= 8, N, K))): return pick
+    if M <= 8 and max(N, K) >= 8192 and K // WK <= 1280: return WK, 1, 1
+    return WK, 1, 0 if 8 * K <= _SMEM_MAX else 2   # 16 rows × K/2 bytes per CTA in shared memory
 
 def _check_x(x:torch.Tensor, words:torch.Tensor, scales_name:str, scales:torch.Tensor, K:int):
     "The library's operand checks (`effqwen.kernels._check_common`), then K against the words."
@@ -403,7 +437,7 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
     if scales.dim() != 2 or tuple(scales.shape) != (N, K // 128): raise ValueError(f'scales must be (N={N}, K/128={K // 128}): the fragment kernel takes group 128, got {tuple(scales.shape)}')
     if not _use_kernel(x): return (x.float() @ w4_fragment_dequantize(words, scales).T).to(x.dtype)
     M = x.shape[0]
-    WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K)
+    WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
     if N % (16 * WM) or K % (128 * WK): raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K})')
     NT = 8 if M <= 8 else 16
     y = out if out is not None else torch.empty(M, N, dtype=torch.bfloat16, device=x.device)

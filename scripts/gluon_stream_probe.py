@@ -11,7 +11,9 @@ three ways in one run:
   programmatic dependent launch (`+pdl`), as in the engine's decode graph.
 
     python scripts/gluon_stream_probe.py [--out DIR]   # GPU -> data/results/kernel_stream_probe_h200.json
-    python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md
+    python scripts/gluon_stream_probe.py sweep [--out DIR]   # GPU -> data/results/kernel_stream_sweep_h200.json: the engine's
+                                                       # W4A16 shapes, every (WK, DEPTH) at M = 1 and 16, chain and chain + PDL only
+    python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, json, os, time, traceback
 import torch
@@ -117,6 +119,50 @@ def run(out: str | None):
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(NAME, doc, 'gpu'))
 
+ENGINE_SHAPES = [(18432, 2560), (12352, 2560), (10240, 2560), (2560, 9216), (2560, 4096)]   # (N, K) of the 4B engine's W4A16 linears
+SWEEP = 'kernel_stream_sweep_h200'
+
+def sweep(out: str | None):
+    "Every (WK, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16, timed as the engine runs them: in a chain, ± PDL."
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    pdl_default = Kn.PDL
+    for N, K in ENGINE_SHAPES:
+        wps = [torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda() for _ in range(CHAIN)]
+        s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+        words = [G.w4_to_fragment(w) for w in wps]
+        for M in (1, 16):
+            x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
+            ref = Kn.w4a16_mm_ref(x, wps[0], s).float()
+            y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
+            row = dict(N=N, K=K, M=M, default=list(G.fragment_config('w4a16', M, N, K)), configs={})
+            for WK in (4, 8):
+                for D in (0, 1, 2):
+                    if K % (128 * WK) or (D == 0 and 8 * K > G._SMEM_MAX) or (D == 1 and K // WK > 2304): continue
+                    c, r = (WK, 1, D), {}
+                    try:
+                        G.w4a16_fragment_matmul(x, words[0], s, c, out=y); torch.cuda.synchronize()
+                        r['rel_err'] = float((y.float() - ref).abs().mean() / ref.abs().mean())
+                        for pdl in (False, True):
+                            Kn.PDL = pdl
+                            r['chain+pdl' if pdl else 'chain'] = _chain_us([lambda i=i: G.w4a16_fragment_matmul(x, words[i], s, c, out=y) for i in range(CHAIN)])
+                    except Exception: r['error'] = traceback.format_exc()[-800:]
+                    finally: Kn.PDL = pdl_default
+                    row['configs'][f'wk{WK} d{D}'] = r
+            ok = {k: v['chain+pdl'] for k, v in row['configs'].items() if 'chain+pdl' in v and v['rel_err'] < 1e-3}
+            if ok: row['best'] = min(ok, key=ok.get)
+            rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl') for k, v in row['configs'].items()}, flush=True)
+        del words, wps; torch.cuda.empty_cache()
+    import triton
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, evict=G.EVICT, wall_s=time.time() - t0,
+               note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
+                    '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
+                    'effqwen.gluon.fragment_config at this commit; best = fastest under PDL with Marlin rel. error < 1e-3')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(SWEEP, doc, 'gpu'))
+
 def triton_cdiv(a, b): return (a + b - 1) // b
 
 def render():
@@ -135,6 +181,6 @@ def render():
     print(write_table('kernel_stream_probe', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    run(a.out) if a.stage == 'run' else render()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'render': render}[a.stage]()

@@ -23,12 +23,23 @@ def test_bcq_fragment_packing():
     with pytest.raises(ValueError, match='multiple of 16'): G.bcq_to_fragment(torch.zeros(2, 20, 4, dtype=torch.int32))
 
 def test_config_and_errors():
-    assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 2) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
-    assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 0) and G.fragment_config('bcq', 1, 9216, 2560) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 1) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 1) and G.fragment_config('bcq', 1, 9216, 2560) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 2560, 4096) == (8, 1, 0) and G.fragment_config('w4a16', 8, 4096, 2560) == (4, 1, 0)
     with pytest.raises(ValueError, match='multiple of 128'): G.fragment_config('w4a16', 1, 64, 96)
     lin = torch.nn.Linear(256, 40)
     assert 'multiple of 16' in G.fragment_supported(K.W4A16Linear.from_float(lin))
     with pytest.raises(ValueError, match='no fragment path'): K.W4A16Linear.from_float(lin).use_fragment()
+
+def test_fragment_picks_only_for_their_gpu():
+    doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best='wk2 d1'), dict(N=96, K=1024, M=16, best='wk4 d0'),
+                                                    dict(N=64, K=512, M=1)])
+    try:
+        assert G.load_fragment_picks(doc, 'GPU B') == 0 and not G._FRAG_TUNED
+        assert G.load_fragment_picks(doc, 'GPU A') == 2
+        assert G._FRAG_TUNED == {(True, 96, 1024): (2, 1, 1), (False, 96, 1024): (4, 1, 0)}
+        assert G.fragment_config('w4a16', 1, 96, 1024) == (4, 1, 0)   # no device: the rule, not the picks
+    finally: G._FRAG_TUNED.clear()
 
 def test_modules_reference_path_on_cpu():
     torch.manual_seed(0)
