@@ -394,8 +394,8 @@ def _autoload_picks(device):
 
 def fragment_config(fmt:str, M:int, N:int, K:int, device=None)->tuple:
     """(WK, WM, DEPTH) for an (M, N, K) product: a sweep's pick for this GPU model where there is one (`load_fragment_picks`,
-    W4A16), else the rule from the H200 runs (`kernels_gluon_w4`, `kernel_stream_probe`): 8 warps on K when K ≥ 4096
-    divides into them, else 4 (2, 1); one row block per CTA; for W4 at M ≤ 8 on wide or deep weights (N or K ≥ 8192)
+    W4A16), else the rule from the H200 runs (`kernels_gluon_w4`, `kernel_stream_probe`, `kernel_stream_sweep`): 8 warps
+    on K when K ≥ 4096 divides into them, else 4 (2, 1); one row block per CTA; for W4 at M ≤ 8 on deep weights (K ≥ 8192)
     every word in registers first (DEPTH 1: under PDL those loads overlap the kernel before), else everything copied
     into shared memory first (DEPTH 0) when the K slice fits there, else the register pipeline (DEPTH 2)."""
     for WK in (8, 4, 2, 1):
@@ -406,7 +406,7 @@ def fragment_config(fmt:str, M:int, N:int, K:int, device=None)->tuple:
         d = torch.device(device)
         if d not in _FRAG_LOADED: _autoload_picks(d)
         if (pick := _FRAG_TUNED.get((M <= 8, N, K))): return pick
-    if M <= 8 and max(N, K) >= 8192 and K // WK <= 1280: return WK, 1, 1
+    if M <= 8 and K >= 8192 and K // WK <= 1280: return WK, 1, 1
     return WK, 1, 0 if 8 * K <= _SMEM_MAX else 2   # 16 rows × K/2 bytes per CTA in shared memory
 
 def _check_x(x:torch.Tensor, words:torch.Tensor, scales_name:str, scales:torch.Tensor, K:int):

@@ -23,7 +23,7 @@ def test_bcq_fragment_packing():
     with pytest.raises(ValueError, match='multiple of 16'): G.bcq_to_fragment(torch.zeros(2, 20, 4, dtype=torch.int32))
 
 def test_config_and_errors():
-    assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 1) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
+    assert G.fragment_config('w4a16', 1, 9216, 2560) == (4, 1, 0) and G.fragment_config('w4a16', 16, 9216, 2560) == (4, 1, 0)
     assert G.fragment_config('w4a16', 1, 2560, 9216) == (8, 1, 1) and G.fragment_config('bcq', 1, 9216, 2560) == (4, 1, 0)
     assert G.fragment_config('w4a16', 1, 2560, 4096) == (8, 1, 0) and G.fragment_config('w4a16', 8, 4096, 2560) == (4, 1, 0)
     with pytest.raises(ValueError, match='multiple of 128'): G.fragment_config('w4a16', 1, 64, 96)
