@@ -159,7 +159,7 @@ def sweep(out: str | None):
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, evict=G.EVICT, wall_s=time.time() - t0,
                note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
                     '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
-                    'effqwen.gluon.fragment_config at this commit; best = fastest under PDL with Marlin rel. error < 1e-3')
+                    'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(SWEEP, doc, 'gpu'))
 
@@ -179,6 +179,18 @@ def render():
                          f"{f(m.get('chain+pdl'))} | {'' if e is None else f'{e:.1e}'} |")
     lines += ['', doc['note']]
     print(write_table('kernel_stream_probe', '\n'.join(lines), doc['provenance']['profile']))
+    import effqwen.gluon as G
+    sw = json.load(open(f'data/results/{SWEEP}.json'))
+    cfgs = sorted({k for r in sw['rows'] for k in r['configs']})
+    lines = ['### The fragment kernel at the engine\'s W4A16 shapes, back to back under PDL (µs per call, one H200 run)', '',
+             '| N×K | M | ' + ' | '.join(cfgs) + ' | best | rule without a sweep |', '|---|---|' + '---|' * (len(cfgs) + 2)]
+    for r in sw['rows']:
+        cell = lambda k: f"{r['configs'][k]['chain+pdl']:.2f}" if 'chain+pdl' in r['configs'].get(k, {}) else '–'
+        WK, _, D = G.fragment_config('w4a16', r['M'], r['N'], r['K']); rule = f'wk{WK} d{D}'   # the rule at this commit (no device: no picks)
+        lines.append(f"| {r['N']}×{r['K']} | {r['M']} | " + ' | '.join(cell(k) for k in cfgs) + f" | {r.get('best', '–')} | {rule} |")
+    lines += ['', sw['note'] + '. Without PDL (chain) the same calls take: ' + '; '.join(
+        f"{r['N']}×{r['K']} M={r['M']} {r['best']}: {r['configs'][r['best']]['chain']:.2f}" for r in sw['rows'] if r.get('best')) + '.']
+    print(write_table('kernel_stream_sweep', '\n'.join(lines), sw['provenance']['profile']))
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'render']); ap.add_argument('--out')
