@@ -108,7 +108,9 @@ def render():
     md = ('### W4A16 on an mma fragment layout (Gluon, `effqwen.gluon`)\n\n' + render_table(rows, cols)
           + '\nOne CUDA-graph timing run per row (`effqwen.kernels._bench`, L2 flushed); the Gluon column is the fastest of the CTA '
             'shapes tried (all in the JSON); its error is the worst over those shapes. The kernel is `effqwen.gluon.w4a16_fragment_matmul`; runs '
-            'before session 13\'s move into the library measured the same kernel code as `scripts/gluon_w4.py` (the git sha below).\n\n'
+            'before session 13\'s move into the library measured the same kernel code as `scripts/gluon_w4.py` (the git sha below). '
+            'This run predates the evict-first loads, PDL and `DEPTH = 1` (session 15): '
+            '[kernel_stream_probe](kernel_stream_probe.md) times those variants beside this timer.\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('kernels_gluon_w4', md, 'gpu')); print(md)
     try: doc = read_result(BCQ_NAME, 'gpu')
@@ -126,7 +128,8 @@ def render():
     md = ('### BCQ sign-select on tensor cores (Gluon, `effqwen.gluon`), beside W4A16 in the same loop\n\n' + render_table(rows, cols)
           + '\nGroup 128, random signs and α. The issue\'s target is BCQ 3-plane at M = 1 at least 1.2× faster than our W4A16: the two '
             'ratio columns give it against the library\'s W4A16 kernel and against the Gluon W4A16 kernel (its fastest of DEPTH 0 / 2 '
-            'and WK 4 / 8 here). Timer: `effqwen.kernels._bench` (CUDA graph, L2 flushed). The kernel is `effqwen.gluon.bcq_fragment_matmul`; runs before session 13\'s move into the library measured the same kernel code as `scripts/gluon_bcq.py` (the git sha below).\n\n'
+            'and WK 4 / 8 here). Timer: `effqwen.kernels._bench` (CUDA graph, L2 flushed). The kernel is `effqwen.gluon.bcq_fragment_matmul`; runs before session 13\'s move into the library measured the same kernel code as `scripts/gluon_bcq.py` (the git sha below). '
+            'This run predates the evict-first hint and PDL (session 15; the BCQ kernel\'s `cp.async` copies take no L2 hint in Triton 3.6, so only PDL changes it, and it is off under this timer).\n\n'
           + provenance_line(doc) + '\n')
     print(write_table('kernels_gluon_bcq', md, 'gpu')); print(md)
 
