@@ -17,15 +17,15 @@ log = logging.getLogger('effqwen.engine')
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+           'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT',
+           'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
+           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
+           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
+           'fla_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
+           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
+           'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1023,6 +1023,9 @@ def _linears(self:Engine, head:bool=True)->list:
 FRAGMENT_LINEARS = os.environ.get('EFFQWEN_FRAGMENT')   # W4A16 / BCQ linears on the Gluon fragment kernels for 1..16 rows:
                                                         # '1' on, '0' off, unset: on a Hopper GPU with Gluon (`fragment_default`)
 
+SWIGLU_EPILOGUE = os.environ.get('EFFQWEN_SWIGLU_EPILOGUE', '0') == '1'   # with the fragment kernels: the gate+up projection
+# of decode / verify returns silu(gate) · up from its epilogue (`W4A16Linear.forward_swiglu_out`); off until measured on a GPU
+
 def fragment_default(device)->bool:
     """Does a new engine on `device` put its W4A16 / BCQ linears on the Gluon fragment kernels? `EFFQWEN_FRAGMENT` if
     set; else on a compute-capability-9 GPU (the H200 the kernels were written and measured on: decode 2.336 -> 2.141 ms
@@ -1037,10 +1040,14 @@ def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
     on them for 1..16 rows (decode, verify), or take them off; prefill keeps the dequantize + cuBLAS path. Records the
     graphs again (`capture`). Returns how many linears changed."""
     from effqwen.gluon import fragment_supported
-    n = 0
+    from effqwen.kernels import W4A16Linear
+    n, gate_up = 0, {id(L.mlp_in) for L in self.layers} if SWIGLU_EPILOGUE else set()
     for m in self.linears():
         if hasattr(m, 'use_fragment') and (not on or fragment_supported(m) is None):
-            m.use_fragment(on); n += 1
+            if on and id(m) in gate_up and isinstance(m, W4A16Linear) and m.bias is None and m.out_features % 16 == 0:
+                m.use_fragment(True, swiglu=True)                       # decode / verify: SwiGLU in the gate+up kernel's epilogue
+            else: m.use_fragment(on)
+            n += 1
     if capture and self.use_graphs and self.graphs: self._capture(); self.reset()
     self.drop_prefill_graphs()                                          # (recorded again at their next prompt)
     return n
@@ -1165,7 +1172,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
         x, h = norm(x, lin(L.out, y), L.post_w)
-        if swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
+        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = lin(L.mlp_out, L.mlp_in.forward_swiglu_out(h))
+        elif swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
         else: pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
     x, h = norm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x

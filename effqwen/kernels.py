@@ -1194,14 +1194,16 @@ def _linear(op, x, a, b, bias, *args):
 
 class _Fragment:
     "`use_fragment` for the quantized linears: the same weight also on the Gluon kernels' layout (`effqwen.gluon`)."
+    fragment_swiglu = False   # the fragment copy is a fused [gate | up] weight in SwiGLU-epilogue order (`forward_swiglu_out` only)
     def _fragment_rows(self, x)->bool:
         "Does `x` go to the fragment kernel (weight on the fragment layout, 1..16 bf16 rows on a GPU)?"
         return self.weight_fragment is not None and x.is_cuda and x.dtype == torch.bfloat16 and x.numel() <= 16 * x.shape[-1]
 
-    def use_fragment(self, on:bool=True):
-        "Also hold the weight on the Gluon fragment layout and run 1..16 rows on it (`on=False`: drop it)."
+    def use_fragment(self, on:bool=True, swiglu:bool=False):
+        """Also hold the weight on the Gluon fragment layout and run 1..16 rows on it (`on=False`: drop it); `swiglu`: a
+        fused [gate | up] W4A16 weight held for `forward_swiglu_out` instead (`effqwen.gluon.use_fragment`)."""
         from effqwen.gluon import use_fragment
-        use_fragment(self, on); return self
+        use_fragment(self, on, swiglu); return self
 
 class W4A16Linear(_Fragment, nn.Module):
     "`nn.Linear` with symmetric INT4 weights (compressed-tensors pack-quantized) and per-group scales."
@@ -1213,10 +1215,18 @@ class W4A16Linear(_Fragment, nn.Module):
         self.register_buffer('weight_scale', torch.ones(out_features, in_features // group_size, dtype=dtype, device=device))
         self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
         self.register_buffer('weight_fragment', None, persistent=False)   # `use_fragment`: the same weight on the Gluon kernels' layout
+        self.register_buffer('fragment_scale', None, persistent=False)    # `use_fragment(swiglu=True)`: the scales in that copy's row order
 
     def forward(self, x):
-        if self._fragment_rows(x): return _linear(torch.ops.effqwen.w4a16_frag_mm, x, self.weight_fragment, self.weight_scale, self.bias)
+        if self._fragment_rows(x) and not self.fragment_swiglu: return _linear(torch.ops.effqwen.w4a16_frag_mm, x, self.weight_fragment, self.weight_scale, self.bias)
         return _linear(torch.ops.effqwen.w4a16_mm, x, self.weight_packed, self.weight_scale, self.bias, True)
+
+    def forward_swiglu_out(self, x):
+        """`swiglu_ref(self(x))` for a fused [gate | up] projection: after `use_fragment(swiglu=True)`, 1..16 rows run the
+        fragment kernel with silu(gate) · up in its epilogue (no SwiGLU kernel, no (M, 2I) tensor); otherwise the two steps."""
+        if self.fragment_swiglu and self._fragment_rows(x):
+            return _linear(torch.ops.effqwen.w4a16_frag_swiglu_mm, x, self.weight_fragment, self.fragment_scale, None)
+        return swiglu_ref(self(x))
 
     def forward_swiglu(self, gu):
         "`self(swiglu_ref(gu))` for a fused [gate | up] input (..., 2·in_features): at one row the SwiGLU is in the mat-vec's loads."

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # one A/B only -> step_ab_h200.json; --render-ab -> engine_step_ab.md
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # one A/B only (also: swiglu_epilogue_ab) -> step_ab_h200.json; --render-ab -> engine_step_ab.md
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
 import argparse, json, os, re, time
@@ -190,6 +190,18 @@ def fragment_ab(eng, ids) -> dict|None:
     finally: eng.use_fragment(False)
     return dict(r, linears_switched=n.get(True))
 
+def swiglu_epilogue_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 on the Gluon fragment kernels with the SwiGLU as its own kernel and in the gate+up kernel's
+    epilogue (`SWIGLU_EPILOGUE`: `use_fragment(swiglu=True)` on each layer's fused gate+up projection)."""
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    import effqwen.gluon as G, effqwen.engine as E
+    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
+    own = E.SWIGLU_EPILOGUE
+    def use(on): E.SWIGLU_EPILOGUE = on; eng.use_fragment(True, capture=False)
+    try: r = steps_ab(eng, ids, {f'swiglu_epilogue={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: E.SWIGLU_EPILOGUE = own; eng.use_fragment(E.fragment_default(eng.device))
+    return dict(r, module_default=own)
+
 def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
     positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
@@ -302,6 +314,7 @@ def main():
         res['attn_chunk_ab'] = attn_chunk_ab(eng, ids)
         res['swiglu_ab'] = swiglu_ab(eng, ids)
         res['fragment_ab'] = fragment_ab(eng, ids)
+        res['swiglu_epilogue_ab'] = swiglu_epilogue_ab(eng, ids)
         res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
         if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
         res['steps']['prefill'] = profile(lambda: eng.prefill(ids))

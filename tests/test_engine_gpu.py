@@ -83,12 +83,16 @@ def test_w4a16_engine_equals_hf_w4a16():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)
 
-def test_w4a16_fragment_engine_equals_hf_w4a16():
+@pytest.mark.parametrize('swiglu_epilogue', [False, True])
+def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, monkeypatch):
     """The engine with its W4A16 linears on the Gluon fragment kernels (`Engine.use_fragment`; group 128 and dims the
-    kernels take: a tiny Qwen3.5 widened to 256) generates HF's W4A16 greedy tokens, up to rounding ties."""
+    kernels take: a tiny Qwen3.5 widened to 256) generates HF's W4A16 greedy tokens, up to rounding ties; also with the
+    SwiGLU in the gate+up kernel's epilogue (`SWIGLU_EPILOGUE`)."""
     import effqwen.gluon as G
     if G.gluon is None: pytest.skip(f'no Gluon: {G._GLUON_ERR}')
+    import effqwen.engine as E
     from effqwen.engine import Engine
+    monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', swiglu_epilogue)
     from effqwen.kernels import W4A16Linear, replace_linears
     m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
                     linear_key_head_dim=64, linear_value_head_dim=64).cuda()
@@ -96,6 +100,7 @@ def test_w4a16_fragment_engine_equals_hf_w4a16():
     m4 = copy.deepcopy(m); replace_linears(m4, mk)
     eng = Engine(m, max_seq_len=160, convert=mk)
     assert eng.use_fragment(True) >= 8                        # the layers' o / out, gate+up, down (and full attention's qkv)
+    assert all(L.mlp_in.fragment_swiglu == swiglu_epilogue for L in eng.layers)
     for pr in _prompts():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)

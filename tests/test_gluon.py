@@ -83,6 +83,39 @@ def test_bcq_kernel_matches_reference(M, Q, group, cfg):
     check_marlin(y, ref, 1e-3)
     assert (y.float() - ref).abs().max() / ref.abs().max() < 1e-2
 
+def test_swiglu_epilogue_order_reference_and_errors_on_cpu():
+    torch.manual_seed(0)
+    assert G.swiglu_rows(32).tolist() == list(range(8)) + list(range(16, 24)) + list(range(8, 16)) + list(range(24, 32))
+    m = K.W4A16Linear.from_float(torch.nn.Linear(256, 64, bias=False), group_size=128)
+    x = torch.randn(3, 256).to(torch.bfloat16); m = m.to(torch.bfloat16)
+    y_plain = m(x)
+    m.use_fragment(swiglu=True)
+    assert m.fragment_swiglu and 'fragment_scale' not in m.state_dict() and 'weight_fragment' not in m.state_dict()
+    assert torch.equal(m(x), y_plain)                                           # the plain product keeps the library path
+    z = G.w4a16_fragment_matmul(x, m.weight_fragment, m.fragment_scale, swiglu_out=True)   # the reference of the epilogue kernel
+    check_marlin(z, K.swiglu_ref(G.w4a16_fragment_matmul(x, G.w4_to_fragment(m.weight_packed, kernel_layout=True), m.weight_scale)), 1e-3)
+    assert z.shape == (3, 32) and torch.equal(m.forward_swiglu_out(x), K.swiglu_ref(y_plain))   # on the CPU: the two steps
+    m.use_fragment(False); assert not m.fragment_swiglu and m.fragment_scale is None
+    with pytest.raises(ValueError, match='without bias'):
+        K.W4A16Linear.from_float(torch.nn.Linear(256, 64, bias=True), group_size=128).use_fragment(swiglu=True)
+    with pytest.raises(ValueError, match='without bias'):
+        K.BCQLinear.from_float(torch.nn.Linear(256, 64, bias=False), planes=2, group_size=128).use_fragment(swiglu=True)
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('cfg', [(4, 1, 2), (4, 1, 1), (4, 1, 0), (2, 2, 0), None])
+def test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel(M, cfg):
+    """The SwiGLU epilogue on a `swiglu_rows`-ordered fused [gate | up] weight equals the plain fragment kernel followed
+    by the engine's SwiGLU kernel, bit for bit (same products per row, same roundings)."""
+    from effqwen.engine import fused_swiglu
+    N, Kd = 96, 1024
+    wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    p = G.swiglu_rows(N).cuda()
+    z = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp.index_select(0, p).contiguous()), s.index_select(0, p).contiguous(), cfg, swiglu_out=True)
+    assert torch.equal(z, fused_swiglu(G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s, cfg)))
+
 @gpu
 def test_modules_on_gpu_match_library_path():
     torch.manual_seed(0)
@@ -90,5 +123,8 @@ def test_modules_on_gpu_match_library_path():
     x = torch.randn(1, 7, 2560, device='cuda').to(torch.bfloat16)
     y0 = m(x); m.use_fragment(); y1 = m(x)
     check_marlin(y1, y0, 1e-3)
+    g = K.W4A16Linear.from_float(torch.nn.Linear(2560, 1024, bias=False, device='cuda'), group_size=128).cuda().to(torch.bfloat16)
+    yg = K.swiglu_ref(g(x)); g.use_fragment(swiglu=True)
+    check_marlin(g.forward_swiglu_out(x), yg, 1e-3)                          # gate+up with the SwiGLU in the kernel's epilogue
     y17 = m(torch.randn(17, 2560, device='cuda').to(torch.bfloat16))        # more than 16 rows: the library path
     assert y17.shape == (17, 4096)
