@@ -128,3 +128,24 @@ def test_modules_on_gpu_match_library_path():
     check_marlin(g.forward_swiglu_out(x), yg, 1e-3)                          # gate+up with the SwiGLU in the kernel's epilogue
     y17 = m(torch.randn(17, 2560, device='cuda').to(torch.bfloat16))        # more than 16 rows: the library path
     assert y17.shape == (17, 4096)
+
+def test_engine_swiglu_epilogue_plumbing_on_cpu(monkeypatch):
+    """`SWIGLU_EPILOGUE` puts each layer's gate+up projection on the SwiGLU-epilogue fragment copy and the decode / verify
+    steps call `forward_swiglu_out`; on a CPU that falls back to the two steps, so the engine's tokens and logits equal
+    the engine's without it (the GPU kernel itself: `test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel`)."""
+    import effqwen.engine as E
+    from effqwen.model import tiny_qwen35
+    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
+                    linear_key_head_dim=64, linear_value_head_dim=64)
+    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
+    pr, blk, out = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}
+    for on in (False, True):
+        monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', on)
+        eng = E.Engine(m, max_seq_len=48, convert=mk, fused=False)
+        assert eng.use_fragment(True) >= 8 and all(L.mlp_in.fragment_swiglu == on for L in eng.layers)
+        calls = []
+        for L in eng.layers: monkeypatch.setattr(L.mlp_in, 'forward_swiglu_out', (lambda f: lambda x: calls.append(1) or f(x))(L.mlp_in.forward_swiglu_out))
+        eng.prefill(pr)
+        out[on] = torch.stack([eng.decode_one_token().clone() for _ in range(4)]), eng.verify(blk).clone()
+        assert (len(calls) > 0) == on                          # decode / verify took the epilogue path (prefill does not)
+    assert torch.equal(out[True][0], out[False][0]) and torch.equal(out[True][1], out[False][1])
