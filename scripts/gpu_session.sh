@@ -45,7 +45,9 @@ smoke() {   # the PDL chain of the W4A16 kernels and the fused engine's verify /
   [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0
   timeout 300 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf or speculative_with_static_drafter" > "$W/smoke.log" 2>&1 || mark "SMOKE FAILED (see smoke.log)"
   # the engine on the Gluon fragment kernels must give HF's W4A16 greedy tokens (up to ties) before the latency run may use them
-  timeout 240 python3 -m pytest -q -x tests/test_engine_gpu.py -k fragment > "$W/smoke_fragment.log" 2>&1 || { mark "FRAGMENT ENGINE TEST FAILED (see smoke_fragment.log): fragment kernels off"; touch "$W/fragment.off"; }
+  timeout 240 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and plain" > "$W/smoke_fragment.log" 2>&1 || { mark "FRAGMENT ENGINE TEST FAILED (see smoke_fragment.log): fragment kernels off"; touch "$W/fragment.off"; }
+  # the SwiGLU in the gate+up kernel's epilogue: its kernel must equal the two kernels bit for bit and its engine HF's tokens
+  timeout 240 python3 -m pytest -q -x tests/test_gluon.py tests/test_engine_gpu.py -k "swiglu_epilogue" > "$W/smoke_swiglu_epilogue.log" 2>&1 || { mark "SWIGLU EPILOGUE TESTS FAILED (see smoke_swiglu_epilogue.log): epilogue off"; touch "$W/swiglu_epilogue.off"; }
   touch "$W/smoke.over"
 }
 case ${1:?start|poll|chain0|chain1} in
@@ -53,7 +55,7 @@ case ${1:?start|poll|chain0|chain1} in
     if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
       sha256sum -c "${REGEN_TAR%/*}/SHA256" || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
       tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
-    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json "$W"/smoke.over "$W"/pdl.off "$W"/fragment.off
+    rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json "$W"/smoke.over "$W"/pdl.off "$W"/fragment.off "$W"/swiglu_epilogue.off
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
     setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
     if [ -n "${ENGINE_ONLY:-}" ]; then setsid nohup bash "$0" smoke1 > "$W/chain1.log" 2>&1 < /dev/null &
@@ -97,9 +99,12 @@ if doc.get('swiglu_ab'): print(f"export EFFQWEN_DECODE_SWIGLU_MATVEC={int(faster
 fr = (doc.get('fragment_ab') or {}).get('ms', {})
 if not os.path.exists(os.path.join(sys.argv[2], 'fragment.off')) and 'decode_ms' in fr.get('fragment=1', {}) and 'decode_ms' in fr.get('fragment=0', {}):
     print(f"export EFFQWEN_FRAGMENT={int(fr['fragment=1']['decode_ms'] < fr['fragment=0']['decode_ms'])}")
+# the SwiGLU epilogue (on the fragment kernels): bit-identical by its smoke test, taken when the decode step was faster
+if not os.path.exists(os.path.join(sys.argv[2], 'swiglu_epilogue.off')) and doc.get('swiglu_epilogue_ab'):
+    print(f"export EFFQWEN_SWIGLU_EPILOGUE={int(faster('swiglu_epilogue_ab', 'swiglu_epilogue=1', 'swiglu_epilogue=0'))}")
 PY
 )"; [ -f "$W/pdl.off" ] && export EFFQWEN_PDL=0
-      mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default} QK_NORM=${EFFQWEN_PREFILL_QK_NORM:-default}; pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}; attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}; swiglu in the down projection: ${EFFQWEN_DECODE_SWIGLU_MATVEC:-default}; fragment kernels: ${EFFQWEN_FRAGMENT:-default}"
+      mark "prefill paths: GVA=${EFFQWEN_PREFILL_GVA:-default} SDPA_GQA=${EFFQWEN_PREFILL_SDPA_GQA:-default} AHEAD=${EFFQWEN_PREFILL_DEQUANT_AHEAD:-default} DIRECT=${EFFQWEN_PREFILL_DIRECT:-default} QK_NORM=${EFFQWEN_PREFILL_QK_NORM:-default}; pdl: ${EFFQWEN_PDL:-default} steps ${EFFQWEN_PDL_STEPS:-default}; attn chunk: ${EFFQWEN_ATTN_CHUNK:-default}; swiglu in the down projection: ${EFFQWEN_DECODE_SWIGLU_MATVEC:-default}; fragment kernels: ${EFFQWEN_FRAGMENT:-default}; swiglu epilogue: ${EFFQWEN_SWIGLU_EPILOGUE:-default}"
       if [ -z "${NO_VERIFY_COST:-}" ]; then mark "gpu0 verify_cost"; python3 scripts/verify_cost.py --out "$R" --deadline 150 > "$W/verify_cost.log" 2>&1; fi
       # the one-chunk GDN verify for the latency run if it was faster at the 4B shape and agreed with the torch verify
       eval "$(python3 - "$R/data/results/verify_cost_h200.json" <<'PY' 2>> "$W/verify_cost.log"

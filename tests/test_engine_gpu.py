@@ -83,7 +83,7 @@ def test_w4a16_engine_equals_hf_w4a16():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)
 
-@pytest.mark.parametrize('swiglu_epilogue', [False, True])
+@pytest.mark.parametrize('swiglu_epilogue', [pytest.param(False, id='plain'), pytest.param(True, id='swiglu_epilogue')])
 def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, monkeypatch):
     """The engine with its W4A16 linears on the Gluon fragment kernels (`Engine.use_fragment`; group 128 and dims the
     kernels take: a tiny Qwen3.5 widened to 256) generates HF's W4A16 greedy tokens, up to rounding ties; also with the
