@@ -148,7 +148,7 @@ if gluon is not None:
 
     @gluon.jit
     def _wcopy(buf, p, EVICT: gl.constexpr):
-        "cp.async of weight words into shared memory, evict-first in L2 with EVICT."
+        "cp.async of weight words into shared memory; EVICT asks for evict-first, which Triton 3.6 drops on cp.async (its PTX has no L2 hint)."
         if EVICT:
             gl.nvidia.ampere.async_copy.async_copy_global_to_shared(buf, p, eviction_policy='evict_first')
         else:
