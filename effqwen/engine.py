@@ -906,7 +906,7 @@ class Engine:
                  max_seq_len:int=2048, # cache length: prompt + new tokens + block_size must fit
                  block_size:int=16, # B of `verify` (speculative decoding)
                  convert=None, # callable(linear) -> module, applied to every fused engine linear (e.g. quantize)
-                 convert_head:bool=False, # also convert the LM head
+                 convert_head=False, # also convert the LM head with `convert` (True), or with this callable (e.g. `W8A16Linear.from_float`)
                  tap_layers:tuple=(), # decoder layers whose outputs `prefill` / `verify` expose (DFlash features)
                  compile:bool=False, # torch.compile the step functions (fuses the elementwise work)
                  cuda_graphs:bool|None=None, # record decode / verify / commit as CUDA graphs (default: on CUDA)
@@ -928,7 +928,8 @@ class Engine:
         inner = model.model
         self.embed, self.final_norm = inner.embed_tokens, nw(inner.norm.weight)
         head = model.get_output_embeddings()
-        self.head = conv(head) if convert is not None and convert_head else head
+        if callable(convert_head): self.head = convert_head(head)                 # e.g. `W8A16Linear.from_float`: an INT8 head
+        else: self.head = conv(head) if convert is not None and convert_head else head
         self.layers = []
         for l, kind in zip(inner.layers, cfg.layer_types):
             L = SimpleNamespace(kind=kind, in_w=nw(l.input_layernorm.weight), post_w=nw(l.post_attention_layernorm.weight),
@@ -1718,7 +1719,7 @@ def reference_drafter_config(target, # the (Qwen3.5-4B-shaped) target model
 def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SHAPES (random weights, on the GPU)
                       settings=(('short', 64, 128), ('medium', 2048, 256), ('long', 8192, 256)), # (name, prompt, new)
                       block_size:int=16, # verify block B
-                      variants=(('bf16', False), ('w4a16', False), ('bf16', True), ('w4a16', True)), # (linears, compile)
+                      variants=(('bf16', False), ('w4a16', False), ('bf16', True), ('w4a16', True), ('w4a16_head8', False)), # (linears, compile); w4a16_head8: + INT8 head
                       group_size:int=128, # W4A16 group
                       check_tokens:int=32, # greedy tokens compared with HF on the first setting's prompt
                       hf_decode_tokens:int=12, # HF eager decode steps timed per setting
@@ -1737,7 +1738,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
     "Measure HF eager vs the engine (BF16 / W4A16, eager / compiled, CUDA graphs) and the drafter step; returns a dict."
     import gc, traceback
     from effqwen.model import load_target
-    from effqwen.kernels import W4A16Linear, replace_linears
+    from effqwen.kernels import W4A16Linear, W8A16Linear, replace_linears
     T0, say = time.perf_counter(), (progress or log.info)
     left = lambda: deadline_s - (time.perf_counter() - T0)
     dev = next(model.parameters()).device if model is not None else torch.device('cuda')
@@ -1802,10 +1803,12 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
     def engine(kind, comp):
         key = f"{kind}{'_compiled' if comp else ''}"
         convert = None if kind == 'bf16' else (lambda l: W4A16Linear.from_float(l, group_size=group_size))
+        head = W8A16Linear.from_float if kind == 'w4a16_head8' else (w4_head and convert is not None)   # the INT8 head option
         _peak_gb(reset=True)
         t = sync(); eng = Engine(m, max_seq_len=Lmax, block_size=block_size, convert=convert, compile=comp, fused=fused,
-                                 convert_head=w4_head and convert is not None); build = sync() - t
-        r = res['engine'][key] = dict(linears=kind, compile=comp, cuda_graphs=True, fused=eng.fused, w4_head=w4_head and convert is not None, build_s=build,
+                                 convert_head=head); build = sync() - t
+        r = res['engine'][key] = dict(linears=kind, compile=comp, cuda_graphs=True, fused=eng.fused, w4_head=w4_head and convert is not None,
+                                      head=type(eng.head).__name__, build_s=build,
                                       linear_gb=_weight_bytes(eng.linears()) / 2**30, step_gb=_weight_bytes(eng.linears(), step=True) / 2**30)
         out = eng.generate(st.ids[P0], check_tokens)
         if kind == 'w4a16': st.w4_tokens = out.clone()

@@ -8,7 +8,8 @@ __all__ = ['log', 'PDL', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4',
            'w4a16_to_kernel_layout', 'w4a16_from_kernel_layout', 'bcq_to_kernel_layout', 'bcq_from_kernel_layout',
            'pdl_on', 'KernelConfig', 'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton',
            'w4a16_matmul', 'swiglu_ref', 'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm',
-           'W4A16Linear', 'BCQLinear', 'replace_linears', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows',
+           'W4A16Linear', 'BCQLinear', 'replace_linears', 'w8a16_quantize', 'check_w8a16', 'w8a16_mm_ref',
+           'w8a16_matmul', 'w8a16_mm', 'W8A16Linear', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows',
            'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
@@ -1345,6 +1346,108 @@ def replace_linears(model:nn.Module, # model to modify in place
         parent, _, attr = name.rpartition('.')
         setattr(model.get_submodule(parent) if parent else model, attr, make(lin))
     return len(todo)
+
+# %% ../nbs/15_kernels.ipynb #30b63fbb
+def w8a16_quantize(w:torch.Tensor, # (N, K) float weight
+                   scale_dtype=torch.bfloat16)->tuple:
+    "Symmetric INT8 RTN with one scale per row: (codes int8 (N, K), scales (N,) in `scale_dtype`), as `effqwen.quant.quantize_sym(w, 8, K)`."
+    from effqwen.quant import quantize_sym
+    q, s = quantize_sym(w.float(), 8, w.shape[1], scale_dtype)
+    return q.contiguous(), s.reshape(-1).to(scale_dtype).contiguous()
+
+def check_w8a16(x:torch.Tensor, weight:torch.Tensor, scale:torch.Tensor)->tuple:
+    "Validate (M, K) x, (N, K) int8 codes, (N,) scales; returns (M, N, K)."
+    _check_common(x, {}, 'scale', scale)
+    if weight.dtype != torch.int8 or weight.dim() != 2: raise ValueError(f'weight must be (N, K) int8 codes, got {tuple(weight.shape)} {weight.dtype}')
+    if not weight.is_contiguous(): raise ValueError('weight is not contiguous: pass weight.contiguous()')
+    if weight.device != x.device: raise ValueError(f'weight is on {weight.device} but x is on {x.device}')
+    N, K = weight.shape
+    if x.shape[1] != K: raise ValueError(f'x has K={x.shape[1]} columns, the weight K={K}')
+    if tuple(scale.shape) != (N,): raise ValueError(f'scale must be (N={N},): one per row, got {tuple(scale.shape)}')
+    return x.shape[0], N, K
+
+def w8a16_mm_ref(x:torch.Tensor, weight:torch.Tensor, scale:torch.Tensor)->torch.Tensor:
+    "Torch reference: (x · codesᵀ) · scale in float32, rounded to x's dtype."
+    return ((x.float() @ weight.float().T) * scale.float()).to(x.dtype)
+
+if triton is not None:
+    @_jit
+    def _w8a16_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr,
+                      PDL: tl.constexpr = False):
+        "y[M, N] = (x · Wᵀ) · s for int8 W (N, K) with one scale per row; grid (N / BLOCK_N, M / BLOCK_M)."
+        rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nm = rn < N
+        rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M); mm = rm < M
+        _pdl_wait(PDL)
+        acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
+        for k0 in range(0, K, BLOCK_K):
+            rk = k0 + tl.arange(0, BLOCK_K); km = rk < K
+            w = tl.load(w_ptr + rn[:, None].to(tl.int64) * K + rk[None, :], mask=nm[:, None] & km[None, :], other=0,
+                        eviction_policy='evict_first')                                       # (BLOCK_N, BLOCK_K) int8
+            x = tl.load(x_ptr + rm[:, None] * K + rk[None, :], mask=mm[:, None] & km[None, :], other=0.0)
+            if DOT_F32: acc = tl.dot(x.to(tl.float32), tl.trans(w.to(tl.float32)), acc, input_precision='ieee')
+            else: acc = tl.dot(x, tl.trans(w.to(x.dtype)), acc)
+        _pdl_launch(PDL)
+        s = tl.load(s_ptr + rn, mask=nm, other=0.0).to(tl.float32)
+        tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc * s[None, :]).to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
+
+def w8a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
+                 weight:torch.Tensor, # (N, K) int8 codes
+                 scale:torch.Tensor, # (N,) per-row scales
+                 block_n:int=64, block_k:int=256, num_warps:int=4, num_stages:int=4,
+                )->torch.Tensor: # (M, N) in x's dtype
+    "`x @ (scale · codes)ᵀ`: the Triton kernel on CUDA (or under TRITON_INTERPRET=1), the torch reference otherwise."
+    M, N, K = check_w8a16(x, weight, scale)
+    if not _use_triton(x): return w8a16_mm_ref(x, weight, scale)
+    y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
+    if M == 0 or N == 0: return y.to(x.dtype)
+    bm = 16 if M <= 16 else 64
+    if K % 16: raise ValueError(f'K={K}: the W8A16 kernel takes K a multiple of 16')
+    bk = min(block_k, triton.next_power_of_2(K))
+    pdl = dict(PDL=True, launch_pdl=True) if pdl_on(x.device) else {}
+    _w8a16_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, bm))](x, weight, scale, y, M, N, K, BLOCK_M=bm, BLOCK_N=block_n, BLOCK_K=bk,
+                                                                 DOT_F32=_INTERPRET or x.dtype == torch.float32, num_warps=num_warps,
+                                                                 num_stages=1 if _INTERPRET else num_stages, **pdl)
+    return y.to(x.dtype)
+
+@torch.library.custom_op('effqwen::w8a16_mm', mutates_args=())
+def w8a16_mm(x:torch.Tensor, weight:torch.Tensor, scale:torch.Tensor)->torch.Tensor:
+    "Custom op: (M, K) x, (N, K) int8 codes, (N,) scales -> (M, N) in x's dtype."
+    return w8a16_matmul(x, weight, scale)
+
+@w8a16_mm.register_fake
+def _(x, weight, scale):
+    check_w8a16(x, weight, scale)
+    return x.new_empty(x.shape[0], weight.shape[0])
+
+class W8A16Linear(nn.Module):
+    "`nn.Linear` with symmetric INT8 weights and one scale per output row (for the LM head: `w8a16_matmul`)."
+    def __init__(self, in_features:int, out_features:int, bias:bool=False, dtype=torch.bfloat16, device=None):
+        super().__init__()
+        self.in_features, self.out_features = in_features, out_features
+        self.register_buffer('weight_codes', torch.zeros(out_features, in_features, dtype=torch.int8, device=device))
+        self.register_buffer('weight_scale', torch.ones(out_features, dtype=dtype, device=device))
+        self.register_buffer('bias', torch.zeros(out_features, dtype=dtype, device=device) if bias else None)
+
+    def forward(self, x): return _linear(torch.ops.effqwen.w8a16_mm, x, self.weight_codes, self.weight_scale, self.bias)
+
+    def dequantize(self, dtype=torch.float32)->torch.Tensor:
+        "The (out, in) weight this layer multiplies by."
+        return (self.weight_codes.float() * self.weight_scale.float()[:, None]).to(dtype)
+
+    def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, bias={self.bias is not None}'
+
+    @classmethod
+    def from_float(cls, linear:nn.Linear, # layer to quantize (a tied head: its weight is copied, the embedding stays)
+                   dtype=None, # scale dtype (default: the layer's if half precision, else bfloat16)
+                  ):
+        "Round-to-nearest symmetric INT8, one scale per row (`w8a16_quantize`)."
+        dtype = dtype or (linear.weight.dtype if linear.weight.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16)
+        q, s = w8a16_quantize(linear.weight.detach(), dtype)
+        m = cls(linear.in_features, linear.out_features, linear.bias is not None, dtype, linear.weight.device)
+        m.weight_codes.copy_(q); m.weight_scale.copy_(s)
+        if linear.bias is not None: m.bias.copy_(linear.bias.detach().to(dtype))
+        return m
 
 # %% ../nbs/15_kernels.ipynb #703747db
 def _mv_splits(k_tiles:int, row_blocks:int, sms:int=132)->list:

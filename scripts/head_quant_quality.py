@@ -1,6 +1,7 @@
 """What quantizing the LM head too costs in quality (SmolLM2, cpu profile): KLD to the float model and PPL on the
 held-out eval windows of table A3, with the head (a separate copy: the token embedding stays full precision) on the
 symmetric INT4 grid with bf16 scales — RTN g32 / g64 and GPTQ g64 (calibrated on the profile's training windows) —
+or on the symmetric INT8 grid with one bf16 scale per row (the engine's W8A16 head, `effqwen.kernels.W8A16Linear`),
 alone and on top of the body quantized RTN g32, which also re-measures A3's RTN g32 row as a check.
 
 Why: decode reads the whole head every token. At Qwen3.5-4B's 248,320 × 2560 head that is 1.27 GB in bf16, against
@@ -47,7 +48,8 @@ def main():
     W = ref.lm_head.weight.detach().float()
     gptq = GPTQ(ref.lm_head)
     for x in head_inputs(ref, calib, p.eval_batch): gptq.add_batch(x)
-    heads = {'RTN g32': fake_quant(W, 4, 32, sym=True, scale_dtype=torch.bfloat16),
+    heads = {'INT8 RTN per channel': fake_quant(W, 8, W.shape[1], sym=True, scale_dtype=torch.bfloat16),   # the engine's W8A16 head
+             'RTN g32': fake_quant(W, 4, 32, sym=True, scale_dtype=torch.bfloat16),
              'RTN g64': fake_quant(W, 4, 64, sym=True, scale_dtype=torch.bfloat16),
              'GPTQ g64': gptq.quantize(q(64))[0]}
     body = quantizable_linears(ref, QWEN35_IGNORE)                                 # every linear but the head (and the embedding)
@@ -64,7 +66,7 @@ def main():
     mods = dict(mb.named_modules())
     for n in body: mods[n].weight.data.copy_(fake_quant(mods[n].weight.detach().float(), 4, 32, sym=True, scale_dtype=torch.bfloat16).to(mods[n].weight.dtype))
     measure('body RTN g32', mb, head=None, body='RTN g32')
-    for hn in ('RTN g64', 'GPTQ g64'):
+    for hn in ('INT8 RTN per channel', 'RTN g64', 'GPTQ g64'):
         m = copy.deepcopy(mb); m.lm_head.weight.data.copy_(heads[hn].to(m.lm_head.weight.dtype))
         measure(f'body RTN g32 + head {hn}', m, head=hn, body='RTN g32')
     a3 = json.load(open('data/results/qad.json'))
@@ -78,9 +80,9 @@ def main():
 def render(doc=None):
     doc = doc or json.load(open('data/results/w4_head_quality.json'))
     md = (f"### Quantizing the LM head too: {doc['model']} ({doc['head_shape'][0]:,} × {doc['head_shape'][1]} head, tied to the embedding)\n\n"
-          + render_table(doc['rows'], [('config', 'weights on the INT4 grid', '{}'), ('kld', 'KLD to float', '{:.4f}'), ('ppl', 'PPL', '{:.2f}')]) + '\n'
+          + render_table(doc['rows'], [('config', 'quantized weights', '{}'), ('kld', 'KLD to float', '{:.4f}'), ('ppl', 'PPL', '{:.2f}')]) + '\n'
           + f"KLD (mean per token) and PPL on the {doc['eval_windows'][0]} held-out windows of {doc['eval_windows'][1]} tokens of table A3. "
-            "Head: a separate copy of the tied weight on the symmetric INT4 grid with bf16 scales (the embedding stays float); "
+            "Head: a separate copy of the tied weight on the symmetric INT4 grid with bf16 scales, or INT8 with one bf16 scale per row (the embedding stays float); "
             f"GPTQ calibrated on {doc['calib_windows'][0]} training windows of {doc['calib_windows'][1]} tokens. Body: the "
             f"{doc['n_body_linears']} linears table A3 quantizes, RTN g32. Table A3's rows for the body (same windows, its own run): "
             + ', '.join(f"{r['method']}{'' if r['group'] is None else ' g' + str(r['group'])} {r['kld']:.4f}" for r in doc['a3_rows'])
