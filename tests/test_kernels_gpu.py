@@ -172,3 +172,15 @@ def test_swiglu_in_matvec_equals_two_kernels(kernel, stages):
         cfg = K.KernelConfig(kernel, 128, 128, split_k=4, num_stages=stages)
         assert torch.equal(K.w4a16_swiglu_matmul(gu, wk, s, config=cfg), K.w4a16_matmul(fused_swiglu(gu), wk, s, config=cfg, kernel_layout=True))
         assert locks_zero()
+
+@pytest.mark.parametrize('M', [1, 5, 16, 40])
+@pytest.mark.parametrize('N,Kd', [(1000, 2560), (4097, 384)])
+def test_w8a16_head_kernel(M, N, Kd):
+    "The INT8 head kernel (`w8a16_matmul`, one scale per row) against the float32 reference; the module and its compiled op."
+    torch.manual_seed(0)
+    lin = nn.Linear(Kd, N, bias=False, device='cuda')
+    q = K.W8A16Linear.from_float(lin).cuda()
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    ref = x.float() @ q.dequantize().T
+    assert rel_error(K.w8a16_matmul(x, q.weight_codes, q.weight_scale), ref) < 1e-3
+    assert rel_error(torch.compile(q, fullgraph=True)(x), ref) < 1e-3
