@@ -1041,11 +1041,10 @@ def _use_fragment(self:Engine, on:bool=True, capture:bool=True)->int:
     on them for 1..16 rows (decode, verify), or take them off; prefill keeps the dequantize + cuBLAS path. Records the
     graphs again (`capture`). Returns how many linears changed."""
     from effqwen.gluon import fragment_supported
-    from effqwen.kernels import W4A16Linear
     n, gate_up = 0, {id(L.mlp_in) for L in self.layers} if SWIGLU_EPILOGUE else set()
     for m in self.linears():
         if hasattr(m, 'use_fragment') and (not on or fragment_supported(m) is None):
-            if on and id(m) in gate_up and isinstance(m, W4A16Linear) and m.bias is None and m.out_features % 16 == 0:
+            if on and id(m) in gate_up and fragment_supported(m, swiglu=True) is None:
                 m.use_fragment(True, swiglu=True)                       # decode / verify: SwiGLU in the gate+up kernel's epilogue
             else: m.use_fragment(on)
             n += 1

@@ -138,6 +138,23 @@ if gluon is not None:
         gl.inline_asm_elementwise("griddepcontrol.launch_dependents; // $0 unused", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
+    def _gdc_enter(PDL: gl.constexpr):
+        "Under PDL (after the weight loads are issued): wait for the kernel that writes x, then let the next kernel launch."
+        if PDL:
+            _gdc_wait()
+            _gdc_launch()
+
+    @gluon.jit
+    def _x_offsets(M, K: gl.constexpr, KW: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, XL: gl.constexpr):
+        "Offsets and mask of x as [WK, NT, 4, 16] (warp wk reads its K slice of KW columns; tokens ≥ M are masked)."
+        xw = gl.arange(0, WK, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
+        xn = gl.arange(0, NT, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
+        xt = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, XL))))
+        xe = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, XL))))
+        xoff = xn[None, :, None, None] * K + xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]
+        return xoff, (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16)
+
+    @gluon.jit
     def _wload(p, EVICT: gl.constexpr):
         "Weight words: read once per step, so with EVICT they are the first L2 lines to go (activations and KV stay)."
         if EVICT:
@@ -193,9 +210,7 @@ if gluon is not None:
         wb = _wstage(w_ptr, s_ptr, woff, soff, gl.minimum(1, NG - 1), HG, EVICT)
         if DEPTH == 3:
             wd = _wstage(w_ptr, s_ptr, woff, soff, gl.minimum(2, NG - 1), HG, EVICT)
-        if PDL:
-            _gdc_wait()
-            _gdc_launch()
+        _gdc_enter(PDL)
         sa = _stage(wa, x_ptr, xoff, xmask, 0, B, WK, NT, HG)
         sb = _stage(wb, x_ptr, xoff, xmask, gl.minimum(1, NG - 1), B, WK, NT, HG)
         if DEPTH == 3:
@@ -230,12 +245,7 @@ if gluon is not None:
         HG: gl.constexpr = GROUP // 64
         RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
-        xw = gl.arange(0, WK, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
-        xn = gl.arange(0, NT, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
-        xt = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, XL))))
-        xe = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, XL))))
-        xoff = xn[None, :, None, None] * K + xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]
-        xmask = (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16)
+        xoff, xmask = _x_offsets(M, K, KW, WK, NT, XL)
         idx = gl.arange(0, 128 * WK * WM, layout=WL)
         woff = (rb * WM + (idx >> 7) % WM) * (KB * 128) + (idx >> 7) // WM * (KW // 64 * 128) + (idx & 127)
         woff = gl.max_contiguous(gl.multiple_of(woff, 4), 4)
@@ -253,9 +263,7 @@ if gluon is not None:
                     _wcopy(b, w_ptr + woff + (g * HG + h) * 128, EVICT)
                     bufs = bufs + (b,)
                 gl.nvidia.ampere.async_copy.commit_group()
-            if PDL:
-                _gdc_wait()
-                _gdc_launch()
+            _gdc_enter(PDL)
             for g in gl.static_range(NG):
                 sc = gl.load(s_ptr + soff + g)
                 x0 = _xb(x_ptr, xoff, xmask, g * HG, B, WK, NT)
@@ -266,9 +274,7 @@ if gluon is not None:
             ws = ()
             for g in gl.static_range(NG):
                 ws = ws + (_wstage(w_ptr, s_ptr, woff, soff, g, HG, EVICT),)
-            if PDL:
-                _gdc_wait()
-                _gdc_launch()
+            _gdc_enter(PDL)
             for g in gl.static_range(NG):
                 acc = _group(acc, _stage(ws[g], x_ptr, xoff, xmask, g, B, WK, NT, HG), a136, A, WK, WM, NT, MMA)
         else:
@@ -321,12 +327,7 @@ if gluon is not None:
         NGR: gl.constexpr = K // GROUP
         RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
-        xw = gl.arange(0, WK, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
-        xn = gl.arange(0, NT, layout=gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
-        xt = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, XL))))
-        xe = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, XL))))
-        xoff = xn[None, :, None, None] * K + xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]
-        xmask = (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16)
+        xoff, xmask = _x_offsets(M, K, KW, WK, NT, XL)
         idx = gl.arange(0, 64 * WK * WM, layout=WL2)   # warp = wm + WM·wk
         woff = gl.max_contiguous(gl.multiple_of(((rb * WM + (idx >> 6) % WM) * KC + (idx >> 6) // WM * KCW) * (Q * 64) + (idx & 63), 2), 2)
         ACC_R: gl.constexpr = gl.SliceLayout(2, MMA)
@@ -340,9 +341,7 @@ if gluon is not None:
                 _wcopy(buf, b_ptr + woff + (c * Q + q) * 64, EVICT)
                 bufs = bufs + (buf,)
             gl.nvidia.ampere.async_copy.commit_group()
-        if PDL:
-            _gdc_wait()
-            _gdc_launch()
+        _gdc_enter(PDL)
         acc = gl.zeros([WK, RM, NT], gl.float32, MMA)
         zero = gl.zeros([WK, RM, NT], gl.float32, MMA)
         part = ()
@@ -521,14 +520,16 @@ def bcq_frag_mm(x:torch.Tensor, words:torch.Tensor, alpha:torch.Tensor)->torch.T
 @bcq_frag_mm.register_fake
 def _(x, words, alpha): return x.new_empty(x.shape[0], words.shape[0] * 16)
 
-def fragment_supported(m)->str|None:
-    "None if `m` (a W4A16Linear or BCQLinear) can take the fragment path, else why not."
+def fragment_supported(m, swiglu:bool=False)->str|None:
+    "None if `m` (a W4A16Linear or BCQLinear) can take the fragment path (with `swiglu`: the SwiGLU epilogue's), else why not."
     from effqwen.kernels import W4A16Linear, BCQLinear
     if not isinstance(m, (W4A16Linear, BCQLinear)): return f'{type(m).__name__} is not a W4A16Linear or BCQLinear'
     N, K, g = m.out_features, m.in_features, m.group_size
     if N % 16 or K % 128: return f'({N}, {K}): N must be a multiple of 16 and K of 128'
     if isinstance(m, W4A16Linear) and g != 128: return f'group {g}: the W4A16 fragment kernel takes group 128'
     if isinstance(m, BCQLinear) and g not in (64, 128, 256): return f'group {g}: the BCQ fragment kernel takes 64, 128 or 256'
+    if swiglu and (not isinstance(m, W4A16Linear) or m.bias is not None):
+        return 'the SwiGLU epilogue takes a W4A16Linear without bias (a fused [gate | up] projection)'
     return None
 
 def use_fragment(m, # a W4A16Linear or BCQLinear
@@ -541,12 +542,10 @@ def use_fragment(m, # a W4A16Linear or BCQLinear
     `m.forward_swiglu_out` (silu(gate) · up in the kernel's epilogue); `m(x)` keeps the library kernels."""
     m.fragment_scale, m.fragment_swiglu = None, False
     if not on: m.weight_fragment = None; return
-    why = fragment_supported(m)
+    why = fragment_supported(m, swiglu)
     if why: raise ValueError(f'{m}: no fragment path: {why}')
     from effqwen.kernels import W4A16Linear, w4a16_from_kernel_layout
     if swiglu:
-        if not isinstance(m, W4A16Linear) or m.bias is not None or m.out_features % 16:
-            raise ValueError(f'{m}: the SwiGLU epilogue takes a W4A16Linear without bias whose out_features (2I) is a multiple of 16')
         p = swiglu_rows(m.out_features).to(m.weight_packed.device)
         m.weight_fragment = w4_to_fragment(w4a16_from_kernel_layout(m.weight_packed).index_select(0, p).contiguous())
         m.fragment_scale, m.fragment_swiglu = m.weight_scale.index_select(0, p).contiguous(), True

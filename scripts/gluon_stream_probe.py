@@ -53,6 +53,7 @@ def _chain_us(calls, reps: int = 5) -> float:
     return sorted(ts)[len(ts) // 2] * 1e3 / len(calls)
 
 def run(out: str | None):
+    import triton
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     from effqwen.core import write_result
@@ -104,12 +105,11 @@ def run(out: str | None):
             del tg
         except Exception: row['methods']['tinygemm int4'] = dict(error=traceback.format_exc()[-800:])
         BLOCK, ITERS = 1024, 4
-        nw = words[0].numel(); grid = (triton_cdiv(nw, BLOCK * ITERS),)
+        nw = words[0].numel(); grid = (triton.cdiv(nw, BLOCK * ITERS),)
         part = torch.empty(grid[0], dtype=torch.int32, device='cuda')
         record('stream read (same bytes)', lambda i: read_words[grid](words[i], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4))
         rows.append(row)
         del words, wkl, wps; torch.cuda.empty_cache()
-    import triton
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, wall_s=time.time() - t0,
                note='µs per call. memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
                     'to back in one CUDA graph, per call (chain+pdl: launched with programmatic dependent launch). gluon wkW dD evE: '
@@ -162,8 +162,6 @@ def sweep(out: str | None):
                     'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(SWEEP, doc, 'gpu'))
-
-def triton_cdiv(a, b): return (a + b - 1) // b
 
 def render():
     from effqwen.core import write_table
