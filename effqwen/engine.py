@@ -17,15 +17,15 @@ log = logging.getLogger('effqwen.engine')
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT',
-           'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
-           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
-           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
-           'fla_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
-           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
-           'reference_drafter_config', 'benchmark_latency']
+           'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD',
+           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention',
+           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default',
+           'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms',
+           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -867,6 +867,7 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
 ATTN_BL, ATTN_WARPS = None, 4   # keys per inner step (None: 64 for head_dim <= 128, else 32), warps per program
+ATTN_STAGES = 2   # software-pipeline stages of the split-K attention's key / value loads (`scripts/attn_decode_sweep.py` times them)
 
 def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
@@ -884,7 +885,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     bl, nw = ATTN_BL or (64 if D <= 128 else 32), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
-                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=2, **_pdl(q))
+                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ATTN_STAGES, **_pdl(q))
     y = proj.new_empty(T, H * D)
     _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
                                    T=T, H=H, PS=proj.shape[-1], num_warps=4, **_pdl(y))

@@ -202,6 +202,19 @@ def swiglu_epilogue_ab(eng, ids) -> dict|None:
     finally: E.SWIGLU_EPILOGUE = own; eng.use_fragment(E.fragment_default(eng.device))
     return dict(r, module_default=own)
 
+def decode_profile(eng, ids) -> dict:
+    """Kernel breakdown (`profile`) of the decode-1 and verify-16 steps as the engine runs them now (its module settings,
+    e.g. the fragment kernels and the SwiGLU epilogue), after a prompt of `ids`: the part of a full run, alone (`--only`)."""
+    eng.prefill(ids)
+    with torch.no_grad():
+        d = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
+        v = profile(lambda: eng._run(eng.block_size, 'verify'), n=5)
+    for k, x in (('decode', d), ('verify16', v)):
+        print(k, round(x['total_us']), 'us,', round(x['kernels']), 'kernels', {g: round(y['us']) for g, y in x['groups'].items()}, flush=True)
+    import effqwen.engine as E
+    return dict(steps=dict(decode=d, verify16=v), fragment=bool(getattr(eng, 'linears', None)) and any(
+        getattr(m, 'weight_fragment', None) is not None for m in eng.linears()), swiglu_epilogue=E.SWIGLU_EPILOGUE)
+
 def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
     positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
