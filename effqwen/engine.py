@@ -17,15 +17,16 @@ log = logging.getLogger('effqwen.engine')
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD',
-           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention',
-           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default',
-           'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS',
+           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -665,7 +666,7 @@ if triton is not None:
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
                              REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr,
                              T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0,   # program i: token i // H, head i % H
-                             PDL: tl.constexpr = False):
+                             PDL: tl.constexpr = False, BS: tl.constexpr = 16):
         _pdl_enter(PDL)
         i = tl.program_id(0)
         t = i // H; hd = i % H
@@ -673,17 +674,19 @@ if triton is not None:
         dt = out_ptr.dtype.element_ty
         L = tl.load(pos_ptr) + t + 1                                   # this row's keys
         n_used = (L + CHUNK - 1) // CHUNK
-        d = tl.arange(0, D); one = tl.arange(0, 1)
-        M = tl.zeros((1,), dtype=tl.float32) - float('inf')
-        ls = tl.zeros((1,), dtype=tl.float32)
+        d = tl.arange(0, D); sb = tl.arange(0, BS)
+        M = tl.max(tl.zeros((BS,), dtype=tl.float32), 0) - float('inf')
+        ls = tl.sum(tl.zeros((BS,), dtype=tl.float32), 0)
         o = tl.zeros((D,), dtype=tl.float32)
-        for s in range(0, n_used):
+        for s0 in range(0, n_used, BS):   # BS chunks' partials per step, loaded at once (one round trip, not one per chunk)
+            s = s0 + sb; ok = s < n_used
             po = (j * NS + s) * BR + r
-            ms = tl.load(mp_ptr + po + one)
-            mn = tl.maximum(M, ms)
+            ms = tl.load(mp_ptr + po, mask=ok, other=float('-inf'))
+            mn = tl.maximum(M, tl.max(ms, 0))                           # finite: chunk 0 always holds key 0, which every row sees
             c1 = tl.exp(M - mn); c2 = tl.exp(ms - mn)
-            o = o * c1 + tl.load(ap_ptr + po.to(tl.int64) * D + d) * c2
-            ls = ls * c1 + tl.load(lp_ptr + po + one) * c2
+            a = tl.load(ap_ptr + po.to(tl.int64)[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
+            o = o * c1 + tl.sum(a * c2[:, None], 0)
+            ls = ls * c1 + tl.sum(tl.load(lp_ptr + po, mask=ok, other=0.0) * c2, 0)
             M = mn
         ob = (o / ls).to(dt)
         if GATE:
@@ -787,6 +790,15 @@ def fla_chunk_rule(device)->'callable|None':
 GDN_PREFILL_RECURRENT_MAX = 64   # prompts up to this many tokens: flash-linear-attention's one-kernel recurrent rule, not its
                                  # chunk rule (a dozen launches whose host time a short prompt's GPU waits for)
 
+def hf_chunk_rule(device)->'callable':
+    """transformers' Qwen3.5 `torch_chunk_gated_delta_rule` for `device`. Where flash-linear-attention is installed,
+    transformers wraps that function to call fla's kernel, whatever the tensors' device; on a CPU (a GPU machine's CPU
+    engine, a test) that crashes, so there the wrapped torch function is returned."""
+    import inspect
+    from transformers.models.qwen3_5 import modeling_qwen3_5
+    rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
+    return rule if torch.device(device).type == 'cuda' else inspect.unwrap(rule)
+
 def fla_recurrent_rule(device)->'callable|None':
     "flash-linear-attention's `fused_recurrent_gated_delta_rule` where `fla_chunk_rule` is used (same conditions), else None."
     if fla_chunk_rule(device) is None: return None
@@ -818,8 +830,7 @@ def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, c
         keep = (torch.arange(T, device=proj.device) < n_real)[None, :, None]
         g, beta = g * keep, beta * keep
     if chunk_rule is None:
-        from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
-        chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
+        chunk_rule = hf_chunk_rule(proj.device)
     if Hv != Hk and not gva: q, k = q.repeat_interleave(Hv // Hk, 2), k.repeat_interleave(Hv // Hk, 2)   # HF's call
     if recurrent_rule is not None and gva and T <= GDN_PREFILL_RECURRENT_MAX: chunk_rule = recurrent_rule
     o, S_fin = chunk_rule(q, k, v, g=g, beta=beta, initial_state=None, output_final_state=True, use_qk_l2norm_in_kernel=not qkn)
@@ -867,6 +878,7 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
 ATTN_BL, ATTN_WARPS = None, 4   # keys per inner step (None: 64 for head_dim <= 128, else 32), warps per program
+ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
 ATTN_STAGES = 2   # software-pipeline stages of the split-K attention's key / value loads (`scripts/attn_decode_sweep.py` times them)
 
 def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
@@ -888,7 +900,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ATTN_STAGES, **_pdl(q))
     y = proj.new_empty(T, H * D)
     _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
-                                   T=T, H=H, PS=proj.shape[-1], num_warps=4, **_pdl(y))
+                                   T=T, H=H, PS=proj.shape[-1], BS=ATTN_COMBINE_BS, num_warps=4, **_pdl(y))
     return y
 
 VERIFY_ATTN = 'split'   # fused verify attention: 'split' (the split-K kernels, T = B rows) or 'matmul' (`gqa_attention` over the cache)
@@ -955,8 +967,7 @@ class Engine:
         self.f = {k: torch.compile(fn, dynamic=False, fullgraph=True) for k, fn in self.eager.items()} if compile else self.eager
         self.chunk_rule, self.chunk_gva, self.recurrent_rule = None, False, None
         if 'linear_attention' in cfg.layer_types:
-            from transformers.models.qwen3_5 import modeling_qwen3_5   # its chunk rule is fla's kernel when fla is installed
-            self.chunk_rule = modeling_qwen3_5.torch_chunk_gated_delta_rule
+            self.chunk_rule = hf_chunk_rule(self.device)   # (fla's kernel on a GPU where fla is installed)
             if self.fused and (rule := fla_chunk_rule(self.device)) is not None: self.chunk_rule, self.chunk_gva = rule, True
             if self.fused: self.recurrent_rule = fla_recurrent_rule(self.device)
         self.graphs = {}
@@ -1025,13 +1036,15 @@ def _linears(self:Engine, head:bool=True)->list:
 FRAGMENT_LINEARS = os.environ.get('EFFQWEN_FRAGMENT')   # W4A16 / BCQ linears on the Gluon fragment kernels for 1..16 rows:
                                                         # '1' on, '0' off, unset: on a Hopper GPU with Gluon (`fragment_default`)
 
-SWIGLU_EPILOGUE = os.environ.get('EFFQWEN_SWIGLU_EPILOGUE', '0') == '1'   # with the fragment kernels: the gate+up projection
-# of decode / verify returns silu(gate) · up from its epilogue (`W4A16Linear.forward_swiglu_out`); off until measured on a GPU
+SWIGLU_EPILOGUE = os.environ.get('EFFQWEN_SWIGLU_EPILOGUE', '1') == '1'   # with the fragment kernels: the gate+up projection
+# of decode / verify returns silu(gate) · up from its epilogue (`W4A16Linear.forward_swiglu_out`). On by default since measured:
+# bit-identical to the two kernels (tests/test_gluon.py), same greedy tokens, decode 2.018 -> 2.001 ms and verify-16
+# 3.315 -> 3.279 ms at an 8192-token context (step_swiglu_epilogue_ab_h200.json); EFFQWEN_SWIGLU_EPILOGUE=0 turns it off
 
 def fragment_default(device)->bool:
     """Does a new engine on `device` put its W4A16 / BCQ linears on the Gluon fragment kernels? `EFFQWEN_FRAGMENT` if
     set; else on a compute-capability-9 GPU (the H200 the kernels were written and measured on: decode 2.336 -> 2.141 ms
-    in step_ab_h200.json, engine-vs-HF greedy test in tests/test_engine_gpu.py) where Gluon imports."""
+    in step_fragment_ab_h200.json, engine-vs-HF greedy test in tests/test_engine_gpu.py) where Gluon imports."""
     if FRAGMENT_LINEARS is not None: return FRAGMENT_LINEARS == '1'
     if device.type != 'cuda': return False
     from effqwen import gluon as G

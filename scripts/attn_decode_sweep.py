@@ -1,7 +1,11 @@
-"""The split-K decode attention of the fused engine at the Qwen3.5-4B attention shape (16 query heads, 4 KV heads, head
-dim 256, output gate) over a long static cache (GPU diagnostic). A decode step spends ~30 µs per attention layer at an
-8K context (latency_h200.json: long minus short decode, over 8 layers) against ~8 µs to read its keys and values once.
-This times `effqwen.engine.fused_attn_rows` (split kernel + combine) for every (CHUNK, BL, warps, stages) on its own:
+"""The decode step's small kernels at the Qwen3.5-4B shape, on their own (GPU diagnostic).
+
+Attention: the split-K decode attention (16 query heads, 4 KV heads, head dim 256, output gate) over a long static cache.
+A decode step spent ~30 µs per attention layer at an 8K context (latency_h200.json: long minus short decode, over 8
+layers) against ~8 µs to read its keys and values once. The first run of this script (attn_decode_sweep_h200_serial_combine.json,
+at 5d55160) found the combine kernel's one-chunk-at-a-time loop costly at small chunks; the combine now loads 16 chunks'
+partials per step (`ATTN_COMBINE_BS`). This times `effqwen.engine.fused_attn_rows` (split kernel + combine) for every
+(CHUNK, BL, warps, stages):
 
 - `chain`: LAYERS calls back to back in one CUDA graph, each on its own cache (together larger than the L2, so each call
   reads its keys and values from HBM, as the decode step's 8 attention layers do), µs per call, median of 5 replays;
@@ -9,6 +13,10 @@ This times `effqwen.engine.fused_attn_rows` (split kernel + combine) for every (
 - at T = 1 (decode) and T = 16 (verify), contexts 2048 and 8192;
 - outputs checked against the engine's default configuration (max abs difference; the summation order changes with
   CHUNK and BL, so they agree to bf16 rounding, not bit for bit).
+
+Gated DeltaNet: `fused_gdn_decode` (the one-token step kernel + the gated-norm output kernel) by value columns per
+program (`GDN_BV`), LAYERS calls on distinct states back to back; outputs and states must equal the default's bit for bit
+(each program owns its columns: the split does not change the arithmetic).
 
     python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json
     python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md
@@ -18,7 +26,7 @@ import torch
 
 sys.path.insert(0, os.path.dirname(__file__))
 NAME, LAYERS, LMAX = 'attn_decode_sweep_h200', 8, 8472      # the latency run's cache (8192 + 256 new + 16 + margin)
-CHUNKS, BLS, WARPS, STAGES = (128, 256, 512), (16, 32, 64), (4, 8), (2, 3)
+CHUNKS, BLS, WARPS, STAGES = (64, 128, 256, 512), (32, 64), (4, 8), (3, 4)
 
 def run(out: str | None):
     import effqwen.engine as E
@@ -59,14 +67,46 @@ def run(out: str | None):
         rows.append(row)
         print(ctx, T, row['default'], row['configs'][row['default']].get('chain'), '-> best', row.get('best'),
               row['configs'].get(row.get('best'), {}).get('chain'), flush=True)
+    gdn = gdn_rows(E, dev)
     import triton
-    doc = dict(shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
+    doc = dict(gdn=gdn, shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
                triton=triton.__version__, wall_s=time.time() - t0,
                note='µs per call of effqwen.engine.fused_attn_rows (split-K kernel + combine + gate), LAYERS calls on distinct caches '
                     'back to back in one CUDA graph; gbs = keys + values of the context / time; default = the engine\'s module '
                     'settings at the run\'s commit; best = fastest with max |Δ| < 0.05 against the default\'s output')
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(NAME, doc, 'gpu'))
+
+def gdn_rows(E, dev) -> dict:
+    "µs per `fused_gdn_decode` call by GDN_BV at the 4B shape, LAYERS distinct states back to back; bit-equality to the default."
+    from effqwen.model import qwen35_config
+    from gluon_stream_probe import _chain_us
+    c = E.EngineConfig.from_hf(qwen35_config('qwen3.5-4b'))
+    dims = (c.conv_dim, c.key_dim, c.value_dim, c.lin_k_heads, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rms_eps)
+    PS = c.conv_dim + c.value_dim + 2 * c.lin_v_heads
+    torch.manual_seed(0)
+    proj = torch.randn(1, PS, device=dev, dtype=torch.bfloat16)
+    S0 = [torch.randn(c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, device=dev) * 0.1 for _ in range(LAYERS)]
+    cb0 = [torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    conv_w = torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) * 0.3
+    neg_a, dt_bias = -torch.rand(c.lin_v_heads, device=dev) * 4, torch.ones(c.lin_v_heads, device=dev, dtype=torch.bfloat16)
+    norm_w = torch.ones(c.lin_v_dim, device=dev, dtype=torch.bfloat16)
+    out, ref = dict(shape=dict(heads_v=c.lin_v_heads, heads_k=c.lin_k_heads, dk=c.lin_k_dim, dv=c.lin_v_dim, conv=c.conv_dim),
+                    default=E.GDN_BV, configs={}), None
+    for bv in [E.GDN_BV] + [b for b in (8, 16, 32, 64, 128) if b != E.GDN_BV]:
+        try:
+            S, cb = [s.clone() for s in S0], [b.clone() for b in cb0]
+            y = E.fused_gdn_decode(proj, cb[0], S[0], conv_w, neg_a, dt_bias, norm_w, dims, bv); torch.cuda.synchronize()
+            got = (y.clone(), S[0].clone(), cb[0].clone())
+            if ref is None: ref = got
+            r = dict(bit_equal=all(torch.equal(a, b) for a, b in zip(got, ref)))
+            r['chain'] = _chain_us([lambda i=i: E.fused_gdn_decode(proj, cb[i], S[i], conv_w, neg_a, dt_bias, norm_w, dims, bv) for i in range(LAYERS)])
+        except Exception: r = dict(error=traceback.format_exc()[-600:])
+        out['configs'][str(bv)] = r
+        print('gdn bv', bv, r, flush=True)
+    ok = {k: v['chain'] for k, v in out['configs'].items() if v.get('bit_equal')}
+    if ok: out['best'] = int(min(ok, key=ok.get))
+    return out
 
 def render():
     from effqwen.core import write_table, provenance_line
@@ -77,6 +117,12 @@ def render():
         d, b = r['configs'][r['default']], r['configs'].get(r.get('best'), {})
         lines.append(f"| {r['ctx']} | {r['T']} | {r['default']} | {d.get('chain', float('nan')):.2f} | {d.get('gbs', float('nan')):.0f} | "
                      f"{r.get('best', '–')} | {b.get('chain', float('nan')):.2f} | {b.get('gbs', float('nan')):.0f} | {b.get('max_abs_diff', float('nan')):.3g} |")
+    g = doc.get('gdn')
+    if g:
+        lines += ['', '### Gated-DeltaNet decode step by value columns per program (µs per call)', '',
+                  '| GDN_BV | µs | bit-equal to the default |', '|---|---|---|']
+        for k, v in g['configs'].items():
+            lines.append(f"| {k}{' (default)' if int(k) == g['default'] else ''} | {v.get('chain', float('nan')):.2f} | {v.get('bit_equal', 'failed')} |")
     lines += ['', doc['note'] + '.', '', provenance_line(doc)]
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))
 

@@ -7,7 +7,8 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # one A/B only (also: swiglu_epilogue_ab) -> step_ab_h200.json; --render-ab -> engine_step_ab.md
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, pdl_ab, decode_profile, ...)
+                                                        # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
 import argparse, json, os, re, time
@@ -270,27 +271,33 @@ def render(path: str = 'data/results/step_profile_h200.json'):
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
-def render_ab(path: str = 'data/results/step_ab_h200.json'):
-    "Table of a partial run's A/B parts (`--only`): decode-1 / verify-16 ms per setting, and whether the tokens agreed."
+def render_ab(paths: list|None = None):
+    "Table of the partial runs' A/B parts (`--only`, one file each): decode-1 / verify-16 ms per setting, and whether the tokens agreed."
+    import glob
     from effqwen.core import render_table, write_table, provenance_line
-    doc = json.load(open(path)); rows = []
-    for part, r in doc.items():
-        if not isinstance(r, dict) or 'ms' not in r: continue
-        base = next(iter(r['ms'].values()))
-        for k, v in r['ms'].items():
-            rows.append(dict(part=part, setting=k, decode=v.get('decode_ms'), verify=v.get('verify_ms'),
-                             dr=base['decode_ms'] / v['decode_ms'] if 'decode_ms' in v else None,
-                             vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v else None, same=r.get('same_tokens')))
+    paths = paths or sorted(glob.glob('data/results/step_*_ab_h200.json')); rows, docs = [], []
+    for path in paths:
+        doc = json.load(open(path)); docs.append(doc)
+        for part, r in doc.items():
+            if not isinstance(r, dict) or 'ms' not in r: continue
+            base = next(iter(r['ms'].values()))
+            for k, v in r['ms'].items():
+                rows.append(dict(part=part, setting=k, decode=v.get('decode_ms'), verify=v.get('verify_ms'),
+                                 dr=base['decode_ms'] / v['decode_ms'] if 'decode_ms' in v else None,
+                                 vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v else None, same=r.get('same_tokens'),
+                                 sha=doc['provenance']['git_sha'][:7]))
+    doc = docs[-1]
     cols = [('part', 'A/B'), ('setting', 'setting'), ('decode', 'decode-1 ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
-            ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same 16 greedy tokens')]
+            ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same 16 greedy tokens'), ('sha', 'run at')]
     md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16, {doc['prompt']}-token context)\n\n" + render_table(rows, cols)
           + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round '
             '(`scripts/profile_steps.py --only PART`). Speedups are against the first setting of each A/B. `fragment_ab`: the W4A16 '
             'linears on the library\'s Triton kernels (0) or on the Gluon fragment-layout kernels (1, `Engine.use_fragment`: '
-          + f"{doc.get('fragment_ab', {}).get('linears_switched')} linears switched; the LM head is not a W4A16 linear in this engine). "
+          + f"{next((d['fragment_ab'].get('linears_switched') for d in docs if d.get('fragment_ab')), None)} linears switched; the LM head is not a W4A16 linear in this engine). "
           + 'The greedy tokens of random weights follow near-ties, so a kernel '
             'that sums in another order can change them (the kernels themselves pass Marlin\'s error test, `tests/test_gluon.py`).\n\n'
-          + provenance_line(doc) + '\n')
+          + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
+          + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)
 
 def main():
@@ -320,7 +327,7 @@ def main():
     only = set(a.only.split(',')) if a.only else None
     if only:   # a partial run: just these A/B parts, written under its own name
         for part in sorted(only): res[part] = globals()[part](eng, ids)
-        name = 'step_ab'
+        name = 'step_' + '_'.join(sorted(only))      # e.g. step_fragment_ab, step_decode_profile
     else:
         res['prefill_ab'] = prefill_ab(eng, ids)
         res['pdl_ab'] = pdl_ab(eng, ids)

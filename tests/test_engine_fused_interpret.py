@@ -16,12 +16,13 @@ SCRIPT = textwrap.dedent('''
     from effqwen.model import tiny_qwen35, tiny_llama
     torch.manual_seed(0)
     # verify attention: the split-K kernels with one chunk, with chunks of 8 keys (the block straddles chunk
-    # boundaries, rows see different numbers of chunks), and the masked-matmul variant
+    # boundaries, rows see different numbers of chunks; the combine steps over them 2 at a time), and the masked-matmul variant
     # Gated-DeltaNet verify: the token-by-token kernel ('fused') and the one-chunk WY kernel ('chunk')
     for name, m, chunk, attn, gdn in (('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'split', 'fused'),
                                       ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 8, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'matmul', 'fused'),
                                       ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'chunk')):
         E.ATTN_CHUNK, E.VERIFY_ATTN, E.GDN_VERIFY = chunk, attn, gdn
+        E.ATTN_COMBINE_BS = 2 if chunk == 8 else 16   # chunks of 8: the combine takes 2 chunks' partials a step, an odd last step masked
         ef, et = Engine(m, max_seq_len=64, fused=True), Engine(m, max_seq_len=64, fused=False)
         assert ef.fused and not et.fused
         pr, blk = torch.randint(0, 255, (1, 11)), torch.randint(0, 255, (16,))

@@ -181,6 +181,6 @@ def test_w8a16_head_kernel(M, N, Kd):
     lin = nn.Linear(Kd, N, bias=False, device='cuda')
     q = K.W8A16Linear.from_float(lin).cuda()
     x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
-    ref = x.float() @ q.dequantize().T
-    assert rel_error(K.w8a16_matmul(x, q.weight_codes, q.weight_scale), ref) < 1e-3
-    assert rel_error(torch.compile(q, fullgraph=True)(x), ref) < 1e-3
+    ref = (x.float() @ q.dequantize().T).to(torch.bfloat16)   # rounded as the kernel's bf16 output is (the rounding alone: ~1.4e-3 against float32)
+    assert rel_error(K.w8a16_matmul(x, q.weight_codes, q.weight_scale), ref) < 2e-4
+    assert rel_error(torch.compile(q, fullgraph=True)(x), ref) < 2e-4
