@@ -877,9 +877,22 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     return q
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
-ATTN_BL, ATTN_WARPS = None, 4   # keys per inner step (None: 64 for head_dim <= 128, else 32), warps per program
+ATTN_BL, ATTN_WARPS = 64, 4   # keys per inner step, warps per program
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
-ATTN_STAGES = 2   # software-pipeline stages of the split-K attention's key / value loads (`scripts/attn_decode_sweep.py` times them)
+ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
+# (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
+# attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
+
+def _attn_tiles(D:int, device)->tuple:
+    "(BL, stages) of the split-K attention: `ATTN_BL`, `ATTN_STAGES`, fewer stages (then keys) where a GPU's shared memory is smaller."
+    bl, ns = ATTN_BL, ATTN_STAGES
+    if device.type != 'cuda' or _INTERPRET: return bl, ns
+    if device not in _SMEM: _SMEM[device] = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)['max_shared_mem']
+    while ns * 2 * bl * D * 2 > _SMEM[device] - 16384 and (ns > 2 or bl > 16):   # keys + values tiles per stage, bf16
+        if ns > 2: ns -= 1
+        else: bl //= 2
+    return bl, ns
+_SMEM: dict = {}
 
 def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
@@ -895,9 +908,9 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     BR, NS = max(16, _np2(T * rep)), triton.cdiv(Lmax, chunk)
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, proj.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
-    bl, nw = ATTN_BL or (64 if D <= 128 else 32), ATTN_WARPS
+    (bl, ns), nw = _attn_tiles(D, q.device), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
-                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ATTN_STAGES, **_pdl(q))
+                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns, **_pdl(q))
     y = proj.new_empty(T, H * D)
     _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
                                    T=T, H=H, PS=proj.shape[-1], BS=ATTN_COMBINE_BS, num_warps=4, **_pdl(y))

@@ -27,6 +27,8 @@ r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA d
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT, PREFILL_QK_NORM=E.PREFILL_QK_NORM)
 r['gdn_verify'] = E.GDN_VERIFY
 r['attn_chunk'] = E.ATTN_CHUNK
+r['attn_split'] = dict(chunk=E.ATTN_CHUNK, keys_per_step=E.ATTN_BL, warps=E.ATTN_WARPS, stages=E.ATTN_STAGES, combine_chunks_per_step=E.ATTN_COMBINE_BS)
+r['swiglu_epilogue'] = E.SWIGLU_EPILOGUE   # silu(gate)·up in the gate+up fragment kernel's epilogue (EFFQWEN_SWIGLU_EPILOGUE, default on)
 r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MATVEC, read when effqwen.engine is imported)
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
 r['prefill_graphs'] = E.PREFILL_GRAPHS   # prompts padded to a size bucket, prefill replayed from a graph per bucket (EFFQWEN_PREFILL_GRAPHS)
