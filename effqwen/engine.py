@@ -15,18 +15,18 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'GDN_BV', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
-           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'PDL_STEPS', 'PREFILL_GRAPHS',
-           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_swiglu',
-           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
-           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
+           'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
+           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
+           'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
+           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
+           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
+           'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -354,6 +354,32 @@ if triton is not None:
         u = tl.load(gu_ptr + row * 2 * I + I + cols, mask=m, other=0.0).to(tl.float32)
         s = (g / (1.0 + tl.exp(-g))).to(dt).to(tl.float32)
         tl.store(out_ptr + row * I + cols, (s * u).to(dt), mask=m)
+
+    @triton.jit
+    def _argmax_part_kernel(x_ptr, V, pv_ptr, pi_ptr, P, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+        "Program (t, p): max and first index of logits row t over columns [p·BLOCK, (p+1)·BLOCK)."
+        _pdl_enter(PDL)
+        t = tl.program_id(0); p = tl.program_id(1)
+        o = p * BLOCK + tl.arange(0, BLOCK)
+        v = tl.load(x_ptr + t.to(tl.int64) * V + o, mask=o < V, other=float('-inf')).to(tl.float32)
+        mx, ix = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
+        tl.store(pv_ptr + t * P + p, mx); tl.store(pi_ptr + t * P + p, p * BLOCK + ix)
+
+    @triton.jit
+    def _argmax_final_kernel(pv_ptr, pi_ptr, P, next_ptr, tok_ptr, pos_ptr, out_ptr, BP: tl.constexpr, DECODE: tl.constexpr,
+                             PDL: tl.constexpr = False):
+        """Row t's argmax from its P partials (the first partial holding the max: torch's first index); DECODE (one row):
+        also the decode step's bookkeeping, pos += 1, tok[0] = out_ids[pos] = the token."""
+        _pdl_enter(PDL)
+        t = tl.program_id(0)
+        q = tl.arange(0, BP)
+        v = tl.load(pv_ptr + t * P + q, mask=q < P, other=float('-inf'))
+        mx, j = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
+        idx = tl.load(pi_ptr + t * P + j).to(tl.int64)
+        tl.store(next_ptr + t, idx)
+        if DECODE:
+            pos = tl.load(pos_ptr) + 1
+            tl.store(pos_ptr, pos); tl.store(tok_ptr, idx); tl.store(out_ptr + pos, idx)
 
     @triton.jit
     def _silu_round(acc, dt: tl.constexpr):
@@ -716,6 +742,26 @@ def fused_add_rms_norm(x:torch.Tensor, # (M, N) residual stream (contiguous)
                                BLOCK=_np2(N), num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(x))
     return xo, h
 
+ARGMAX_BLOCK = 2048   # logits columns per program of the fused argmax (Qwen3.5's 248320: 122 programs a row)
+
+def fused_argmax(logits:torch.Tensor, # (T, V) rows
+                 next_tok:torch.Tensor, # (>= T,) int64: row t's argmax is written to next_tok[t]
+                 scratch:tuple|None=None, # (values (T·P,) float32, indices (T·P,) int32), P = ceil(V / ARGMAX_BLOCK)
+                 pos=None, tok=None, out_ids=None, # decode (T = 1): pos += 1, tok[0] = out_ids[pos] = the token, as well
+                )->None:
+    """`next_tok[:T] = logits.argmax(-1)` in two kernels (partials over column blocks, then one program a row; the
+    first index of the max, as torch's), with the decode step's bookkeeping in the second: the 5 torch kernels of
+    the step's tail (argmax, copies, the position's add) in 2."""
+    T, V = logits.shape
+    P = triton.cdiv(V, ARGMAX_BLOCK)
+    pv, pi = scratch if scratch is not None else (logits.new_empty(T * P, dtype=torch.float32), logits.new_empty(T * P, dtype=torch.int32))
+    if pv.numel() < T * P: raise ValueError(f'argmax scratch of {pv.numel()} is too small for {T} rows of {V} ({T * P})')
+    _argmax_part_kernel[(T, P)](logits, V, pv, pi, P, BLOCK=ARGMAX_BLOCK, num_warps=4, **_pdl(logits))
+    dec = pos is not None
+    if dec and T != 1: raise ValueError(f'fused_argmax with the decode bookkeeping takes one row, got {T}')
+    _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
+                               BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(logits))
+
 def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
                 )->torch.Tensor:
     "Triton `swiglu`: silu(gate) · up, (M, I)."
@@ -724,16 +770,17 @@ def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
     _swiglu_kernel[(M, triton.cdiv(I, 1024))](gu, out, I, BLOCK=1024, num_warps=4, **_pdl(gu))
     return out
 
-GDN_BV = 32   # value columns per program of the one-token Gated-DeltaNet kernel
+GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per program of the one-token Gated-DeltaNet kernel
+GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
-def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None):
+def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
     "One token of Gated DeltaNet (same contract as `gdn_decode`): two Triton kernels, states updated in place; y (1, Vd)."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     KC = conv_buf.shape[1]
     bv = min(bv or GDN_BV, _np2(Dv))
     o = proj.new_empty(Hv, Dv)
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
-                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4, **_pdl(o))
+                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS, **_pdl(o))
     y = proj.new_empty(1, Vd)
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,
@@ -1020,6 +1067,8 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.n_keep = torch.ones(1, dtype=torch.long, device=dev)         # how many verified tokens `commit` keeps
     self.logits = torch.zeros(B, c.vocab_size, device=dev, dtype=dt)  # per block row
     self.next_tok = torch.zeros(B, dtype=torch.long, device=dev)      # argmax per block row
+    P = -(-c.vocab_size // ARGMAX_BLOCK)                               # `fused_argmax`'s partials (B rows)
+    self._amax = (torch.empty(B * P, device=dev, dtype=torch.float32), torch.empty(B * P, device=dev, dtype=torch.int32))
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
     self.prefill_ids = torch.zeros(max_seq_len, dtype=torch.long, device=dev)   # a padded prompt (`prefill_padded`)
@@ -1148,6 +1197,7 @@ def _attn_gate(proj, dims):
     return proj[:, :2 * H * D].reshape(-1, H, 2 * D)[..., D:].reshape(-1, H * D) if gate else None
 
 DECODE_SWIGLU_MATVEC = os.environ.get('EFFQWEN_DECODE_SWIGLU_MATVEC', '0') == '1'   # decode: SwiGLU in the W4A16 down projection's loads
+FUSED_ARGMAX = os.environ.get('EFFQWEN_FUSED_ARGMAX', '1') == '1'   # fused engine: the step's argmax + bookkeeping in 2 kernels (`fused_argmax`)
 
 def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
          n_real:torch.Tensor|None=None, # prefill of a padded prompt (fused path): (1,) device count of its real rows
@@ -1210,7 +1260,11 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         else: self.taps[:T].copy_(feats)
     if mode == 'prefill': h = h[-1:] if n_real is None else h.index_select(0, n_real - 1)
     logits = self.head(h)
-    self.logits[:logits.shape[0]].copy_(logits); self.next_tok[:logits.shape[0]].copy_(logits.argmax(-1))
+    self.logits[:logits.shape[0]].copy_(logits)
+    if fz and FUSED_ARGMAX:   # argmax (and the decode bookkeeping) in two Triton kernels
+        fused_argmax(logits, self.next_tok, self._amax, *((self.pos, self.tok, self.out_ids) if mode == 'decode' else ()))
+        return
+    self.next_tok[:logits.shape[0]].copy_(logits.argmax(-1))
     if mode == 'decode':
         self.pos.add_(1)
         self.tok[:1].copy_(self.next_tok[:1])

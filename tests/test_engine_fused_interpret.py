@@ -15,6 +15,15 @@ SCRIPT = textwrap.dedent('''
     from effqwen.core import rel_error
     from effqwen.model import tiny_qwen35, tiny_llama
     torch.manual_seed(0)
+    # the step's argmax: ties across and inside column blocks go to the first index (torch's); the decode bookkeeping
+    E.ARGMAX_BLOCK = 64
+    x = torch.randint(-3, 3, (3, 300)).to(torch.bfloat16); x[1, 5] = x[1, 200] = 9; x[2, 130] = x[2, 131] = 9
+    nt = torch.zeros(4, dtype=torch.long); E.fused_argmax(x, nt)
+    assert torch.equal(nt[:3], x.argmax(-1)) and nt[1] == 5 and nt[2] == 130, (nt, x.argmax(-1))
+    pos, tok, out = torch.tensor([6]), torch.zeros(2, dtype=torch.long), torch.zeros(10, dtype=torch.long)
+    E.fused_argmax(x[2:], nt, None, pos, tok, out)
+    assert pos.item() == 7 and tok[0] == 130 and out[7] == 130 and nt[0] == 130
+    E.ARGMAX_BLOCK = 2048
     # verify attention: the split-K kernels with one chunk, with chunks of 8 keys (the block straddles chunk
     # boundaries, rows see different numbers of chunks; the combine steps over them 2 at a time), and the masked-matmul variant
     # Gated-DeltaNet verify: the token-by-token kernel ('fused') and the one-chunk WY kernel ('chunk')

@@ -184,3 +184,18 @@ def test_w8a16_head_kernel(M, N, Kd):
     ref = (x.float() @ q.dequantize().T).to(torch.bfloat16)   # rounded as the kernel's bf16 output is (the rounding alone: ~1.4e-3 against float32)
     assert rel_error(K.w8a16_matmul(x, q.weight_codes, q.weight_scale), ref) < 2e-4
     assert rel_error(torch.compile(q, fullgraph=True)(x), ref) < 2e-4
+
+@pytest.mark.parametrize('T', [1, 16])
+def test_fused_argmax_equals_torch(T):
+    "The engine's two-kernel argmax (`effqwen.engine.fused_argmax`) against torch's, ties included (first index); decode bookkeeping."
+    from effqwen import engine as E
+    torch.manual_seed(0)
+    x = torch.randn(T, 248320, device='cuda').to(torch.bfloat16)
+    x[0, 7] = x[0, 200000] = 40.0                          # a tie across column blocks: the first index
+    if T > 1: x[1, 4096] = x[1, 4097] = 40.0              # a tie inside one block
+    nt = torch.zeros(16, dtype=torch.long, device='cuda')
+    E.fused_argmax(x, nt)
+    assert torch.equal(nt[:T], x.argmax(-1)) and nt[0] == 7
+    pos, tok, out = torch.tensor([3], device='cuda'), torch.zeros(16, dtype=torch.long, device='cuda'), torch.zeros(9, dtype=torch.long, device='cuda')
+    E.fused_argmax(x[:1], nt, None, pos, tok, out)
+    assert pos.item() == 4 and tok[0].item() == 7 and out[4].item() == 7
