@@ -18,8 +18,9 @@ Gated DeltaNet: `fused_gdn_decode` (the one-token step kernel + the gated-norm o
 program and warps (`GDN_BV`, `GDN_WARPS`), LAYERS calls on distinct states back to back; outputs and states compared bit for bit with the
 default's (the compiled reductions over keys may be laid out differently per BV, so on a GPU they need not be equal).
 
-    python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json
-    python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md
+    python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json (attention, GDN)
+    python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN step alone -> data/results/gdn_decode_sweep_h200.json
+    python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md (both files)
 """
 import argparse, itertools, json, os, sys, time, traceback
 import torch
@@ -110,6 +111,16 @@ def gdn_rows(E, dev) -> dict:
     if ok: out['best'] = min(ok, key=ok.get)
     return out
 
+def run_gdn(out: str | None):
+    "The GDN step sweep alone, written as gdn_decode_sweep_h200.json (the attention rows keep their own run)."
+    import effqwen.engine as E
+    from effqwen.core import write_result
+    t0 = time.time(); g = gdn_rows(E, 'cuda')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result('gdn_decode_sweep_h200', dict(gdn=g, layers=LAYERS, wall_s=time.time() - t0,
+          note='µs per fused_gdn_decode call (step kernel + gated-norm output kernel), LAYERS distinct states back to back in one '
+               'CUDA graph, by value columns per program and warps; best = fastest with max |Δ| < 0.05 against the run\'s default'), 'gpu'))
+
 def render():
     from effqwen.core import write_table, provenance_line
     doc = json.load(open(f'data/results/{NAME}.json'))
@@ -122,7 +133,9 @@ def render():
         lines.append(f"| {r['ctx']} | {r['T']} | {r['default']} | {d.get('chain', float('nan')):.2f} | {d.get('gbs', float('nan')):.0f} | "
                      f"{r.get('best', '–')} | {b.get('chain', float('nan')):.2f} | {b.get('gbs', float('nan')):.0f} | {b.get('max_abs_diff', float('nan')):.3g} | "
                      f"{now} | {n.get('chain', float('nan')):.2f} |")
-    g = doc.get('gdn')
+    g, gdoc = doc.get('gdn'), None
+    if os.path.exists('data/results/gdn_decode_sweep_h200.json'):   # a later GDN-only run replaces the attention run's GDN rows
+        gdoc = json.load(open('data/results/gdn_decode_sweep_h200.json')); g = gdoc['gdn']
     if g:
         lines += ['', '### Gated-DeltaNet decode step by value columns per program (µs per call)', '',
                   '| GDN_BV, warps | µs | bit-equal to the run\'s default | max abs Δ |', '|---|---|---|---|']
@@ -131,9 +144,10 @@ def render():
             lines.append(f"| {k}{' (run default)' if k in (d, d[2:-3]) else ''}{' (best)' if k == str(g.get('best')) else ''} | "
                          f"{v.get('chain', float('nan')):.2f} | {v.get('bit_equal', 'failed')} | {v.get('max_abs_diff', float('nan')):.3g} |")
     lines += ['', doc['note'] + '.', '', provenance_line(doc)]
+    if gdoc: lines += ['', 'GDN rows: ' + gdoc['note'] + '. ' + provenance_line(gdoc)]
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'gdn', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'gdn': lambda: run_gdn(a.out), 'render': render}[a.stage]()
