@@ -15,5 +15,5 @@ if b and b != d and c[b]['chain'] < 0.97 * c[d]['chain']:
 P
 )"; echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }
-tail -2 $L/argmax.log $L/engine.log; grep -v Warn $L/gdn.log | tail -14
+for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done; grep -v Warn $L/gdn.log | tail -14
 timeout ${LAT_S:-330} python3 scripts/latency_run.py $(( ${LAT_S:-330} - 20 )) > $L/lat.log 2>&1; grep -E "decode|greedy|W4 vs" $L/lat.log | head -30
