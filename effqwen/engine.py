@@ -19,14 +19,14 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 
            'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
            'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
            'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
-           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
-           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
-           'reference_drafter_config', 'benchmark_latency']
+           'NORM_EPILOGUE', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
+           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1068,6 +1068,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.logits = torch.zeros(B, c.vocab_size, device=dev, dtype=dt)  # per block row
     self.next_tok = torch.zeros(B, dtype=torch.long, device=dev)      # argmax per block row
     P = -(-c.vocab_size // ARGMAX_BLOCK)                               # `fused_argmax`'s partials (B rows)
+    self._addnorm = (torch.empty(c.hidden_size, device=dev, dtype=torch.float32), torch.zeros(1, device=dev, dtype=torch.int32))   # NORM_EPILOGUE's
     self._amax = (torch.empty(B * P, device=dev, dtype=torch.float32), torch.empty(B * P, device=dev, dtype=torch.int32))
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
@@ -1198,6 +1199,19 @@ def _attn_gate(proj, dims):
 
 DECODE_SWIGLU_MATVEC = os.environ.get('EFFQWEN_DECODE_SWIGLU_MATVEC', '0') == '1'   # decode: SwiGLU in the W4A16 down projection's loads
 FUSED_ARGMAX = os.environ.get('EFFQWEN_FUSED_ARGMAX', '1') == '1'   # fused engine: the step's argmax + bookkeeping in 2 kernels (`fused_argmax`)
+NORM_EPILOGUE = os.environ.get('EFFQWEN_NORM_EPILOGUE', '0') == '1'   # decode / verify: the add + RMSNorm after a W4A16 fragment
+# linear in that linear's epilogue (`effqwen.gluon.w4a16_fragment_add_norm`: the last CTA normalizes); off until measured on a GPU
+
+def _norm_epilogue_ok(m, v)->bool:
+    "Can the linear m take the add + norm epilogue for input v (a W4A16 linear on the plain fragment copy, no bias, 1..16 bf16 rows)?"
+    from effqwen.kernels import W4A16Linear
+    return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and not m.fragment_swiglu and m.bias is None
+            and v.is_cuda and v.dtype == torch.bfloat16 and v.dim() == 2 and v.shape[0] <= 16)
+
+def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
+    "x + m(v) and its RMSNorm with w from one fragment kernel (`effqwen.gluon.w4a16_fragment_add_norm`)."
+    from effqwen.gluon import w4a16_fragment_add_norm
+    return w4a16_fragment_add_norm(v, m.weight_fragment, m.weight_scale, x, w, eps, offset, scratch)
 
 def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
          n_real:torch.Tensor|None=None, # prefill of a padded prompt (fused path): (1,) device count of its real rows
@@ -1218,13 +1232,20 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
+    epi = fz and mode != 'prefill' and NORM_EPILOGUE and self.device.type == 'cuda'
+    def addnorm(x, p, w):   # x + the pending product p ((module, input) or a tensor), then the norm with w
+        if isinstance(p, tuple):
+            m, v = p
+            if epi and _norm_epilogue_ok(m, v): return _add_norm_fragment(m, v, x, w, c.rms_eps, c.norm_offset, self._addnorm)
+            p = lin(m, v)
+        return norm(x, p, w)
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: _prefill_linear(m, v, ws[id(m)])
     elif PREFILL_DIRECT and mode == 'prefill' and self.device.type == 'cuda': lin = _prefill_linear
     else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)
-        x, h = norm(x, pending, L.in_w)
+        x, h = addnorm(x, pending, L.in_w)
         if i - 1 in self.tap_layers: taps[i - 1] = x
         proj = lin(L.proj, h)
         if L.kind == 'linear_attention':
@@ -1248,11 +1269,11 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             o = (attn_prefill(q, k, v, L.kc, L.vc, scale) if mode == 'prefill' else
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
-        x, h = norm(x, lin(L.out, y), L.post_w)
-        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = lin(L.mlp_out, L.mlp_in.forward_swiglu_out(h))
+        x, h = addnorm(x, (L.out, y), L.post_w)
+        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = (L.mlp_out, L.mlp_in.forward_swiglu_out(h))
         elif swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
-        else: pending = lin(L.mlp_out, act(lin(L.mlp_in, h)))
-    x, h = norm(x, pending, self.final_norm)
+        else: pending = (L.mlp_out, act(lin(L.mlp_in, h)))
+    x, h = addnorm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
     if self.tap_layers:
         feats = torch.cat([taps[i] for i in self.tap_layers], -1)

@@ -5,8 +5,9 @@
 # %% auto #0
 __all__ = ['P_OF_J', 'LAST', 'EVICT', 'w4_to_fragment', 'swiglu_rows', 'w4_fragment_codes', 'w4_fragment_dequantize',
            'bcq_to_fragment', 'bcq_fragment_signs', 'bcq_fragment_dequantize', 'layouts', 'load_fragment_picks',
-           'fragment_config', 'w4a16_fragment_matmul', 'bcq_fragment_matmul', 'w4a16_frag_mm', 'w4a16_frag_swiglu_mm',
-           'bcq_frag_mm', 'fragment_supported', 'use_fragment', 'compile_offline', 'census']
+           'fragment_config', 'w4a16_fragment_matmul', 'add_norm_scratch', 'w4a16_fragment_add_norm',
+           'bcq_fragment_matmul', 'w4a16_frag_mm', 'w4a16_frag_swiglu_mm', 'bcq_frag_mm', 'fragment_supported',
+           'use_fragment', 'compile_offline', 'census']
 
 # %% ../nbs/15a_gluon.ipynb #6616216f
 import collections, json, os, re, subprocess, tempfile
@@ -145,6 +146,44 @@ if gluon is not None:
             _gdc_launch()
 
     @gluon.jit
+    def _fence_gpu():
+        "fence.acq_rel.gpu: this thread's writes before it are visible GPU-wide before its later memory operations."
+        gl.inline_asm_elementwise("fence.acq_rel.gpu; // $0 unused", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
+    def _add_norm_epilogue(out, rb, M, N, r_ptr, xo_ptr, nw_ptr, h_ptr, ss_ptr, cnt_ptr, eps, RM: gl.constexpr, NT: gl.constexpr,
+                           OL: gl.constexpr, OFFSET: gl.constexpr, NGP: gl.constexpr, TL: gl.constexpr):
+        """The engine's add + RMSNorm after this product (`effqwen.engine.fused_add_rms_norm`'s roundings): xo = x + y (y
+        rounded to bf16 first) for this CTA's rows, their sum of squares per token to ss; the last CTA to finish (a
+        counter) then has every row's xo and normalizes the whole (M, N) into h, and resets the counter."""
+        orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
+        on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
+        offs = on[None, :] * N + rb * RM + orr[:, None]
+        r = gl.load(r_ptr + offs, mask=on[None, :] < M, other=0.0).to(gl.float32)
+        xn = (r + out.to(gl.bfloat16).to(gl.float32)).to(gl.bfloat16)
+        gl.store(xo_ptr + offs, xn, mask=on[None, :] < M)
+        xf = xn.to(gl.float32)
+        gl.store(ss_ptr + rb * NT + on, gl.sum(xf * xf, axis=0))          # (tokens >= M: zeros, never read)
+        _fence_gpu()                                                      # every thread's xo and ss, then one arrival
+        gl.thread_barrier()
+        G = gl.num_programs(0)
+        if gl.atomic_add(cnt_ptr, 1, sem='acq_rel', scope='gpu') == G - 1:   # the last CTA: all rows are in xo
+            _fence_gpu()
+            BN: gl.constexpr = TL.size_per_thread[0] * 32 * TL.warps_per_cta[0]
+            g = gl.arange(0, NGP, layout=TL)
+            for m in range(M):
+                tot = gl.sum(gl.load(ss_ptr + g * NT + m, mask=g < G, other=0.0, cache_modifier='.cg'), axis=0)
+                rstd = gl.rsqrt(tot / N + eps)
+                for c0 in range(0, N, BN):
+                    cols = c0 + gl.arange(0, BN, layout=TL)
+                    xv = gl.load(xo_ptr + m * N + cols, mask=cols < N, other=0.0, cache_modifier='.cg').to(gl.float32)
+                    w = gl.load(nw_ptr + cols, mask=cols < N, other=0.0).to(gl.float32)
+                    if OFFSET: h = xv * rstd * w                                  # Qwen3.5: x̂ · (1 + w) in float32
+                    else: h = w * (xv * rstd).to(gl.bfloat16).to(gl.float32)      # Llama: w · x̂.to(bf16)
+                    gl.store(h_ptr + m * N + cols, h.to(gl.bfloat16), mask=cols < N)
+            gl.atomic_xchg(cnt_ptr, 0, sem='relaxed', scope='gpu')
+
+    @gluon.jit
     def _x_offsets(M, K: gl.constexpr, KW: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, XL: gl.constexpr):
         "Offsets and mask of x as [WK, NT, 4, 16] (warp wk reads its K slice of KW columns; tokens ≥ M are masked)."
         xw = gl.arange(0, WK, layout=gl.SliceLayout(1, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
@@ -232,11 +271,14 @@ if gluon is not None:
     def w4_fragment_kernel(w_ptr, s_ptr, x_ptr, y_ptr, M, N, K: gl.constexpr, GROUP: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr,
                            WM: gl.constexpr, DEPTH: gl.constexpr, MMA: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
                            WL: gl.constexpr, XL: gl.constexpr, EVICT: gl.constexpr = False, PDL: gl.constexpr = False,
-                           SWIGLU_OUT: gl.constexpr = False):
+                           SWIGLU_OUT: gl.constexpr = False, r_ptr=None, nw_ptr=None, h_ptr=None, ss_ptr=None, cnt_ptr=None,
+                           eps=0.0, ADD_NORM: gl.constexpr = False, OFFSET: gl.constexpr = True, NGP: gl.constexpr = 1,
+                           TL: gl.constexpr = None):
         """y[M, N] = x[M, K] · Wᵀ for M ≤ NT; grid N / (16·WM). EVICT: weight words evict-first in L2; PDL: launched with
         programmatic dependent launch (weights requested before the wait for the previous kernel, which writes x).
         SWIGLU_OUT: W is a fused [gate | up] weight in `swiglu_rows` order (each 16-row block: 8 gate rows, then the same
-        8 features' up rows), and y[M, N/2] = silu(gate) · up, rounded as the engine's SwiGLU kernel rounds it."""
+        8 features' up rows), and y[M, N/2] = silu(gate) · up, rounded as the engine's SwiGLU kernel rounds it.
+        ADD_NORM: y is the new residual x + xW (x = r_ptr) and h_ptr gets its RMSNorm (`_add_norm_epilogue`)."""
         gl.static_assert(GROUP == 128, 'group 128 (two k64 steps per group)')
         gl.static_assert((DEPTH == 0) or (DEPTH == 1) or (DEPTH == 2) or (DEPTH == 3), 'DEPTH 0 / 1 (all loads first), 2 or 3')
         KB: gl.constexpr = K // 64
@@ -289,6 +331,8 @@ if gluon is not None:
             zr = gl.arange(0, 8 * WM, layout=gl.SliceLayout(1, OL))
             zn = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
             gl.store(y_ptr + zn[None, :] * (N // 2) + rb * (8 * WM) + zr[:, None], z, mask=zn[None, :] < M)
+        elif ADD_NORM:
+            _add_norm_epilogue(out, rb, M, N, r_ptr, y_ptr, nw_ptr, h_ptr, ss_ptr, cnt_ptr, eps, RM, NT, OL, OFFSET, NGP, TL)
         else:
             orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
             on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
@@ -470,6 +514,47 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, **_launch_opts(x))
     return y
 
+def _np2(n:int)->int: return 1 << max(0, (int(n) - 1).bit_length())
+
+def add_norm_scratch(N:int, device)->tuple:
+    "Scratch of `w4a16_fragment_add_norm` for outputs of N features: per-CTA sums of squares and the CTAs' counter (zero)."
+    return torch.empty(N, dtype=torch.float32, device=device), torch.zeros(1, dtype=torch.int32, device=device)
+
+def w4a16_fragment_add_norm(x:torch.Tensor, # (M, K) activations of the product (bf16 on the GPU path)
+                            words:torch.Tensor, # [N/16, K/64, 32, 4] int32 from `w4_to_fragment`
+                            scales:torch.Tensor, # (N, K/128) scales
+                            residual:torch.Tensor, # (M, N) residual stream the product is added to
+                            norm_w:torch.Tensor, # (N,) RMSNorm weight (Qwen3.5: float32 1 + w)
+                            eps:float, offset:bool, # `effqwen.engine.fused_add_rms_norm`'s
+                            scratch:tuple|None=None, # `add_norm_scratch(N)` (the counter must be zero; the kernel leaves it so)
+                            config:tuple|None=None, # (WK, WM, DEPTH); default `fragment_config`
+                           )->tuple: # (x + xW, RMSNorm(x + xW)) as `fused_add_rms_norm(residual, x @ Wᵀ, ...)` returns them
+    """The product and the add + RMSNorm after it in one kernel (the W4A16 linear before a norm in a decode / verify
+    step: attention / Gated-DeltaNet output, MLP down): each CTA adds its rows to the residual and writes their sums of
+    squares; the last CTA to finish normalizes the whole row. On a CPU: the torch reference of the two steps."""
+    N = words.shape[0] * 16
+    if residual.shape != (x.shape[0], N) or norm_w.shape != (N,): raise ValueError(f'residual {tuple(residual.shape)} / norm_w {tuple(norm_w.shape)} must be ({x.shape[0]}, {N}) / ({N},)')
+    if not _use_kernel(x):
+        xo = (residual.float() + w4a16_fragment_matmul(x, words, scales, config).float()).to(residual.dtype)
+        xf = xo.float(); n = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
+        return xo, (n * norm_w.float() if offset else norm_w.float() * n.to(xo.dtype).float()).to(xo.dtype)
+    K, M = words.shape[1] * 64, x.shape[0]
+    _check_x(x, words, 'scales', scales, K)
+    if residual.dtype != torch.bfloat16 or not residual.is_contiguous(): raise ValueError('residual must be a contiguous bf16 (M, N) tensor')
+    WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
+    if WM != 1: raise ValueError(f'config WM={WM}: the add + norm epilogue takes one row block per CTA')
+    NT = 8 if M <= 8 else 16
+    ss, cnt = scratch if scratch is not None else add_norm_scratch(N, x.device)
+    if ss.numel() < (N // 16) * NT: raise ValueError(f'add-norm scratch of {ss.numel()} is too small for {N // 16} CTAs x {NT} ({(N // 16) * NT})')
+    xo, h = torch.empty_like(residual), torch.empty_like(residual)
+    MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
+    TL = gl.BlockedLayout([4], [32], [WK * WM], [0])
+    LAST['kernel'] = w4_fragment_kernel[(N // 16,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
+                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, nw_ptr=norm_w, h_ptr=h, ss_ptr=ss,
+                                          cnt_ptr=cnt, eps=eps, ADD_NORM=True, OFFSET=offset, NGP=_np2(N // 16), TL=TL,
+                                          num_warps=WK * WM, **_launch_opts(x))
+    return xo, h
+
 def bcq_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU path)
                         words:torch.Tensor, # [N/16, K/128, Q, 32, 2] int32 from `bcq_to_fragment`
                         alpha:torch.Tensor, # (Q, N, K/group) α, group 64 / 128 / 256
@@ -554,7 +639,8 @@ def use_fragment(m, # a W4A16Linear or BCQLinear
                          else bcq_to_fragment(m.weight_signs, kernel_layout=True))
 
 # %% ../nbs/15a_gluon.ipynb #ccee5950
-def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int=3, GROUP:int=128, EVICT:bool=True, PDL:bool=False, SWIGLU_OUT:bool=False):
+def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int=3, GROUP:int=128, EVICT:bool=True, PDL:bool=False, SWIGLU_OUT:bool=False,
+                    ADD_NORM:bool=False, N:int=2560):
     "Compile one kernel for sm_90 without a GPU."
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -562,6 +648,13 @@ def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int
     if fmt == 'w4a16':
         fn, consts = w4_fragment_kernel, dict(K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH, MMA=MMA, A=A, B=B, WL=WL, XL=XL, EVICT=EVICT, PDL=PDL, SWIGLU_OUT=SWIGLU_OUT)
         ptrs = {'w_ptr': '*i32', 's_ptr': '*bf16', 'x_ptr': '*bf16', 'y_ptr': '*bf16'}
+        if ADD_NORM:   # (the add + norm epilogue's arguments follow M and N in the kernel's signature)
+            consts |= dict(ADD_NORM=True, OFFSET=True, NGP=_np2(N // 16), TL=gl.BlockedLayout([4], [32], [WK * WM], [0]))
+            sig = ptrs | {'M': 'i32', 'N': 'i32'} | {k: 'constexpr' for k in consts if k not in ('ADD_NORM', 'OFFSET', 'NGP', 'TL')} | \
+                  {'r_ptr': '*bf16', 'nw_ptr': '*fp32', 'h_ptr': '*bf16', 'ss_ptr': '*fp32', 'cnt_ptr': '*i32', 'eps': 'fp32'} | \
+                  {k: 'constexpr' for k in ('ADD_NORM', 'OFFSET', 'NGP', 'TL')}
+            return triton.compile(GluonASTSource(fn=w4_fragment_kernel, signature=sig, constexprs=consts, attrs={(i,): [['tt.divisibility', 16]] for i in range(4)}),
+                                  target=GPUTarget('cuda', 90, 32), options={'num_warps': WK * WM})
     else:
         fn, consts = bcq_fragment_kernel, dict(K=K, GROUP=GROUP, Q=Q, WK=WK, NT=NT, WM=WM, MMA=MMA, A=A, B=B, WL2=WL2, XL=XL, EVICT=EVICT, PDL=PDL)
         ptrs = {'b_ptr': '*i32', 'a_ptr': '*bf16', 'x_ptr': '*bf16', 'y_ptr': '*bf16'}

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, pdl_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, pdl_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -203,6 +203,18 @@ def swiglu_epilogue_ab(eng, ids) -> dict|None:
     finally: E.SWIGLU_EPILOGUE = own; eng.use_fragment(E.fragment_default(eng.device))
     return dict(r, module_default=own)
 
+def norm_epilogue_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the add + RMSNorm as its own kernel and in the epilogue of the W4A16 fragment linear
+    before it (`NORM_EPILOGUE`: attention / Gated-DeltaNet output and MLP down projections; the last CTA normalizes)."""
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    import effqwen.gluon as G, effqwen.engine as E
+    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
+    own = E.NORM_EPILOGUE
+    def use(on): E.NORM_EPILOGUE = on
+    try: r = steps_ab(eng, ids, {f'norm_epilogue={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: E.NORM_EPILOGUE = own; eng._capture()
+    return dict(r, module_default=own)
+
 def decode_profile(eng, ids) -> dict:
     """Kernel breakdown (`profile`) of the decode-1 and verify-16 steps as the engine runs them now (its module settings,
     e.g. the fragment kernels and the SwiGLU epilogue), after a prompt of `ids`: the part of a full run, alone (`--only`)."""
@@ -335,6 +347,7 @@ def main():
         res['swiglu_ab'] = swiglu_ab(eng, ids)
         res['fragment_ab'] = fragment_ab(eng, ids)
         res['swiglu_epilogue_ab'] = swiglu_epilogue_ab(eng, ids)
+        res['norm_epilogue_ab'] = norm_epilogue_ab(eng, ids)
         res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
         if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
         res['steps']['prefill'] = profile(lambda: eng.prefill(ids))

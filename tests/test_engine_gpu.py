@@ -83,16 +83,18 @@ def test_w4a16_engine_equals_hf_w4a16():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)
 
-@pytest.mark.parametrize('swiglu_epilogue', [pytest.param(False, id='plain'), pytest.param(True, id='swiglu_epilogue')])
-def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, monkeypatch):
+@pytest.mark.parametrize('swiglu_epilogue,norm_epilogue', [pytest.param(False, False, id='plain'), pytest.param(True, False, id='swiglu_epilogue'),
+                                                            pytest.param(True, True, id='norm_epilogue')])
+def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, norm_epilogue, monkeypatch):
     """The engine with its W4A16 linears on the Gluon fragment kernels (`Engine.use_fragment`; group 128 and dims the
     kernels take: a tiny Qwen3.5 widened to 256) generates HF's W4A16 greedy tokens, up to rounding ties; also with the
-    SwiGLU in the gate+up kernel's epilogue (`SWIGLU_EPILOGUE`)."""
+    SwiGLU in the gate+up kernel's epilogue (`SWIGLU_EPILOGUE`) and the add + RMSNorm in the output / down projections'
+    (`NORM_EPILOGUE`); and the verify-16 step's logits close to HF's on the same block (bf16: 3e-2 relative)."""
     import effqwen.gluon as G
     if G.gluon is None: pytest.skip(f'no Gluon: {G._GLUON_ERR}')
     import effqwen.engine as E
     from effqwen.engine import Engine
-    monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', swiglu_epilogue)
+    monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', swiglu_epilogue); monkeypatch.setattr(E, 'NORM_EPILOGUE', norm_epilogue)
     from effqwen.kernels import W4A16Linear, replace_linears
     m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
                     linear_key_head_dim=64, linear_value_head_dim=64).cuda()
@@ -104,6 +106,10 @@ def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, monkeypatch):
     for pr in _prompts():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)
+    pr, blk = _prompts()[1], torch.randint(0, 255, (16,), device='cuda')
+    with torch.no_grad():
+        full = m4(torch.cat([pr[0], blk])[None]).logits[0, pr.shape[1]:pr.shape[1] + 16]
+        eng.prefill(pr); assert rel_error(eng.verify(blk), full) < 3e-2
 
 def test_speculative_with_static_drafter():
     from effqwen.engine import Engine, StaticDrafter, speculative_generate

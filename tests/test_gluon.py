@@ -116,6 +116,43 @@ def test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel(M, cfg):
     z = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp.index_select(0, p).contiguous()), s.index_select(0, p).contiguous(), cfg, swiglu_out=True)
     assert torch.equal(z, fused_swiglu(G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s, cfg)))
 
+def test_add_norm_reference_on_cpu():
+    """`w4a16_fragment_add_norm` on a CPU: the product, then the engine's add + RMSNorm (`effqwen.engine.add_rms_norm`,
+    Qwen3.5's (1 + w) and Llama's forms); bad shapes raise."""
+    from effqwen.engine import add_rms_norm
+    torch.manual_seed(0)
+    wp = K.pack_int4(torch.randint(-8, 8, (64, 256))); s = torch.rand(64, 2) * 0.02 + 0.002
+    words, x, r = G.w4_to_fragment(wp), torch.randn(3, 256), torch.randn(3, 64)
+    y = G.w4a16_fragment_matmul(x, words, s)
+    for offset, w in ((True, 1 + torch.randn(64) * 0.1), (False, torch.rand(64))):
+        xo, h = G.w4a16_fragment_add_norm(x, words, s, r, w, 1e-6, offset)
+        xr, hr = add_rms_norm(r, y, w, 1e-6, offset)
+        check_marlin(xo, xr, 1e-6); check_marlin(h, hr, 1e-5)
+    with pytest.raises(ValueError, match='residual'): G.w4a16_fragment_add_norm(x, words, s, r[:, :32], w, 1e-6, True)
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), None])
+def test_w4_add_norm_epilogue_equals_product_then_norm_kernel(M, cfg):
+    """The add + RMSNorm epilogue (the last CTA normalizes) against the fragment kernel followed by the engine's norm
+    kernel: the new residual bit for bit, the normalized rows to one bf16 rounding (the sum of squares is added in
+    another order); twice in a row, so the CTAs' counter is seen to reset."""
+    from effqwen.engine import fused_add_rms_norm
+    torch.manual_seed(0)
+    N, Kd = 2560, 4096
+    wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    words, scr = G.w4_to_fragment(wp), G.add_norm_scratch(N, 'cuda')
+    for offset in (True, False):
+        for _ in range(2):
+            x, r = torch.randn(M, Kd, device='cuda').to(torch.bfloat16), torch.randn(M, N, device='cuda').to(torch.bfloat16)
+            w = (1 + 0.1 * torch.randn(N, device='cuda')) if offset else torch.rand(N, device='cuda').to(torch.bfloat16)
+            xo, h = G.w4a16_fragment_add_norm(x, words, s, r, w, 1e-6, offset, scr, cfg)
+            xr, hr = fused_add_rms_norm(r, G.w4a16_fragment_matmul(x, words, s, cfg), w, 1e-6, offset)
+            assert torch.equal(xo, xr) and int(scr[1].item()) == 0
+            d = (h.float() - hr.float()).abs()
+            assert bool((d <= hr.float().abs() * 2 ** -7 + 1e-6).all()), float(d.max())
+
 @gpu
 def test_modules_on_gpu_match_library_path():
     torch.manual_seed(0)
