@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# One nvidia-h200 command (session 16): the fused argmax's GPU test, the GDN step sweep (its fastest setting is taken when
-# 3% faster than the default), the engine's verify/commit-vs-HF test, then latency_run.py. A failed test turns that path off.
+# One nvidia-h200 command: the engine's newest paths are tested on the GPU, a path is taken for the latency run only
+# when its tests pass (and, for the norm epilogue, its step A/B was faster with the same tokens), then latency_run.py.
+#   1. the fused argmax's GPU test (failed: EFFQWEN_FUSED_ARGMAX=0);
+#   2. GDN=1: the GDN step sweep (`attn_decode_sweep.py gdn`; its fastest setting taken when 3% faster than the default);
+#   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
+#      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
+#   4. the engine's verify/commit-vs-HF test (failed: fused argmax off);
+#   5. latency_run.py with LAT_S seconds (default 330).
+# Session 16 ran it with the GDN sweep and without the norm stage (which was written after its last GPU minutes).
+#   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
 L=$OUT/logs; mkdir -p $L
 timeout 90 python3 -m pytest -q tests/test_kernels_gpu.py -k fused_argmax > $L/argmax.log 2>&1 || { echo "ARGMAX TEST FAILED: off"; export EFFQWEN_FUSED_ARGMAX=0; }
-timeout 120 python3 scripts/attn_decode_sweep.py gdn --out $OUT > $L/gdn.log 2>&1
-eval "$(python3 - "$OUT/data/results/gdn_decode_sweep_h200.json" <<'P'
+if [ "${GDN:-0}" = 1 ]; then
+  timeout 120 python3 scripts/attn_decode_sweep.py gdn --out $OUT > $L/gdn.log 2>&1
+  eval "$(python3 - "$OUT/data/results/gdn_decode_sweep_h200.json" <<'P'
 import json, sys
 try: g = json.load(open(sys.argv[1]))['gdn']
 except Exception: sys.exit()
@@ -13,7 +22,24 @@ c, b, d = g['configs'], g.get('best'), g['default']
 if b and b != d and c[b]['chain'] < 0.97 * c[d]['chain']:
     bv, w = b[2:].split(' w'); print(f'export EFFQWEN_GDN_BV={bv} EFFQWEN_GDN_WARPS={w}')
 P
-)"; echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}"
+)"; grep -v Warn $L/gdn.log | tail -14; fi
+if [ "${NORM:-1}" = 1 ]; then
+  ok=1
+  timeout 150 python3 -m pytest -q tests/test_gluon.py -k add_norm > $L/norm_kernel.log 2>&1 || { echo "NORM EPILOGUE KERNEL TEST FAILED"; ok=0; }
+  [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_epilogue" > $L/norm_engine.log 2>&1 || { echo "NORM EPILOGUE ENGINE TEST FAILED"; ok=0; }; }
+  if [ $ok = 1 ]; then
+    timeout 200 python3 scripts/profile_steps.py --only norm_epilogue_ab --out $OUT > $L/norm_ab.log 2>&1
+    eval "$(python3 - "$OUT/data/results/step_norm_epilogue_ab_h200.json" <<'P'
+import json, sys
+try: r = json.load(open(sys.argv[1]))['norm_epilogue_ab']
+except Exception: sys.exit()
+a, b = r['ms'].get('norm_epilogue=1', {}), r['ms'].get('norm_epilogue=0', {})
+if r.get('same_tokens') and 'decode_ms' in a and 'decode_ms' in b and a['decode_ms'] < b['decode_ms']: print('export EFFQWEN_NORM_EPILOGUE=1')
+P
+)"; grep -E "norm_epilogue=" $L/norm_ab.log; fi
+  for f in $L/norm_kernel.log $L/norm_engine.log; do [ -f $f ] && tail -n 2 $f; done
+fi
+echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }
-for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done; grep -v Warn $L/gdn.log | tail -14
+for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done
 timeout ${LAT_S:-330} python3 scripts/latency_run.py $(( ${LAT_S:-330} - 20 )) > $L/lat.log 2>&1; grep -E "decode|greedy|W4 vs" $L/lat.log | head -30
