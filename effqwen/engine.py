@@ -15,9 +15,9 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
-           'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA',
+           'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT',
+           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
            'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
            'NORM_EPILOGUE', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm',
            'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
@@ -527,7 +527,9 @@ if triton is not None:
     @triton.jit
     def _gdn_out_kernel(o_ptr, proj_ptr, nw_ptr, buf_ptr, y_ptr, ROWS, HV, PS, C, eps,
                         DV: tl.constexpr, BD: tl.constexpr, KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr,
-                        BR: tl.constexpr, PDL: tl.constexpr = False):
+                        BR: tl.constexpr, PDL: tl.constexpr = False, xs_ptr=None, T: tl.constexpr = 1, XP: tl.constexpr = 1):
+        "Gated RMSNorm of the (token, head) rows; then (decode) the conv window's shift, or (xs_ptr: verify) commit's xcat = [window | block]."
+
         _pdl_enter(PDL)
         pid = tl.program_id(0)
         dt = y_ptr.dtype.element_ty
@@ -541,6 +543,12 @@ if triton is not None:
             yw = (tl.load(nw_ptr + d, mask=d < DV, other=0.0).to(tl.float32)[None, :] * n).to(dt).to(tl.float32)
             z = tl.load(proj_ptr + (t * PS + C + h * DV)[:, None] + d[None, :], mask=m, other=0.0).to(tl.float32)
             tl.store(y_ptr + rows[:, None] * DV + d[None, :], (yw * (z / (1.0 + tl.exp(-z)))).to(dt), mask=m)
+        elif xs_ptr is not None:                                        # verify: xcat[c] = [window c | block rows' channel c]
+            c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
+            j = tl.arange(0, XP); W = KC + T
+            xw = tl.load(buf_ptr + c[:, None] * KC + j[None, :], mask=mc[:, None] & (j[None, :] < KC), other=0.0)
+            xb = tl.load(proj_ptr + (j[None, :] - KC) * PS + c[:, None], mask=mc[:, None] & (j[None, :] >= KC) & (j[None, :] < W), other=0.0)
+            tl.store(xs_ptr + c[:, None] * W + j[None, :], tl.where(j[None, :] < KC, xw, xb.to(xw.dtype)), mask=mc[:, None] & (j[None, :] < W))
         else:                                                           # shift the conv window, append the new input
             c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
             j = tl.arange(0, KCP)
@@ -787,6 +795,9 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4, **_pdl(o))
     return y
 
+GDN_VERIFY_XCAT = os.environ.get('EFFQWEN_GDN_VERIFY_XCAT', '0') == '1'   # fused verify: commit's xcat written by the output kernel's
+# extra programs, not by two torch copies per layer (48 kernels, ~100 µs of verify-16 at the 4B shape in
+# step_decode_profile_h200.json); checked under the interpreter, off until run on a GPU
 GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
                        # 'fused' (the same function, token by token) or 'torch' (`gdn_verify`)
 
@@ -815,9 +826,15 @@ def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs
     else:
         _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
                                                      T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4, **_pdl(o))
-    xs[:, :KC].copy_(conv_buf); xs[:, KC:].copy_(proj[:, :C].t())
     y = proj.new_empty(T, Vd)
-    BR = 8
+    BR, BC = 8, 64
+    if GDN_VERIFY_XCAT:                              # commit's xcat = [conv window | block rows' channels] from the same launch
+        if xs.dtype != conv_buf.dtype or not xs.is_contiguous(): raise ValueError(f'verify scratch xcat must be a contiguous {conv_buf.dtype} tensor')
+        _gdn_out_kernel[(triton.cdiv(T * Hv, BR) + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, T * Hv, Hv, PS, C, eps,
+                                                    DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=BR, xs_ptr=xs, T=T, XP=_np2(KC + T),
+                                                    num_warps=4, **_pdl(o))
+        return y
+    xs[:, :KC].copy_(conv_buf); xs[:, KC:].copy_(proj[:, :C].t())
     _gdn_out_kernel[(triton.cdiv(T * Hv, BR),)](o, proj, norm_w, conv_buf, y, T * Hv, Hv, PS, C, eps,
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=256, BR=BR, num_warps=4, **_pdl(o))
     return y
@@ -1233,11 +1250,10 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     epi = fz and mode != 'prefill' and NORM_EPILOGUE and self.device.type == 'cuda'
-    def addnorm(x, p, w):   # x + the pending product p ((module, input) or a tensor), then the norm with w
-        if isinstance(p, tuple):
-            m, v = p
-            if epi and _norm_epilogue_ok(m, v): return _add_norm_fragment(m, v, x, w, c.rms_eps, c.norm_offset, self._addnorm)
-            p = lin(m, v)
+    def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE`)
+        return (m, v) if epi and _norm_epilogue_ok(m, v) else lin(m, v)
+    def addnorm(x, p, w):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the norm with w
+        if isinstance(p, tuple): return _add_norm_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm)
         return norm(x, p, w)
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: _prefill_linear(m, v, ws[id(m)])
@@ -1269,10 +1285,10 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             o = (attn_prefill(q, k, v, L.kc, L.vc, scale) if mode == 'prefill' else
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
-        x, h = addnorm(x, (L.out, y), L.post_w)
-        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = (L.mlp_out, L.mlp_in.forward_swiglu_out(h))
+        x, h = addnorm(x, product(L.out, y), L.post_w)
+        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = product(L.mlp_out, L.mlp_in.forward_swiglu_out(h))
         elif swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
-        else: pending = (L.mlp_out, act(lin(L.mlp_in, h)))
+        else: pending = product(L.mlp_out, act(lin(L.mlp_in, h)))
     x, h = addnorm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
     if self.tap_layers:

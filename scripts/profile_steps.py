@@ -283,6 +283,23 @@ def render(path: str = 'data/results/step_profile_h200.json'):
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('step_profile', md, doc['provenance']['profile'])); print(md)
 
+def render_decode_profile(path: str = 'data/results/step_decode_profile_h200.json'):
+    "Table of a `--only decode_profile` run: decode-1 / verify-16 GPU time by kernel group as the engine ran at that commit."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.load(open(path)); steps = doc['decode_profile']['steps']
+    names = [g for g, _ in GROUPS] + ['other']
+    rows = [dict(group=g, **{k: (f"{v['groups'][g]['us']:,.0f} ({v['groups'][g]['share']:.0%}, {v['groups'][g]['count']:.0f})" if g in v['groups'] else '–')
+                             for k, v in steps.items()}) for g in names if any(g in v['groups'] for v in steps.values())]
+    rows.append(dict(group='**total**', **{k: f"{v['total_us']:,.0f} ({v['kernels']:.0f} kernels)" for k, v in steps.items()}))
+    md = (f"### Decode-1 and verify-16 kernels of the W4A16 engine: {doc['shape']} shape, {doc['prompt']}-token context, {doc['provenance']['device']}\n\n"
+          + render_table(rows, [('group', 'kernel group', '{}')] + [(k, k, '{}') for k in steps]) + '\n'
+          + 'GPU kernel time in µs (share, kernels per step) from torch.profiler, the steps run eagerly after the prompt (sums of kernel times, '
+            'not wall time; 26_latency has the step latencies). Engine settings of the run: fragment kernels '
+          + f"{doc['decode_profile'].get('fragment')}, SwiGLU epilogue {doc['decode_profile'].get('swiglu_epilogue')}. Costliest kernels:\n\n"
+          + '\n'.join(f"- {k}: " + '; '.join(f"`{t['name'][:60]}` {t['us']:,.0f} µs × {t['count']:.0f}" for t in v['top'][:8]) for k, v in steps.items())
+          + '\n\n' + provenance_line(doc) + '\n')
+    print(write_table('step_decode_profile', md, 'gpu')); print(md)
+
 def render_ab(paths: list|None = None):
     "Table of the partial runs' A/B parts (`--only`, one file each): decode-1 / verify-16 ms per setting, and whether the tokens agreed."
     import glob
@@ -314,11 +331,12 @@ def render_ab(paths: list|None = None):
 
 def main():
     ap = argparse.ArgumentParser(); ap.add_argument('--out', default=None); ap.add_argument('--prompt', type=int, default=8192)
-    ap.add_argument('--render', action='store_true'); ap.add_argument('--render-ab', action='store_true')
+    ap.add_argument('--render', action='store_true'); ap.add_argument('--render-ab', action='store_true'); ap.add_argument('--render-decode', action='store_true')
     ap.add_argument('--only', default=None, help="comma list of parts to run (e.g. 'fragment_ab'); default: all")
     a = ap.parse_args(); t0 = time.time()
     if a.render: return render()
     if a.render_ab: return render_ab()
+    if a.render_decode: return render_decode_profile()
     from effqwen.engine import Engine, StaticDrafter, reference_drafter_config
     from effqwen.kernels import W4A16Linear
     from effqwen.dflash import DFlashDrafter, DFlashConfig

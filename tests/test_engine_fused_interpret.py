@@ -32,6 +32,7 @@ SCRIPT = textwrap.dedent('''
                                       ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'chunk')):
         E.ATTN_CHUNK, E.VERIFY_ATTN, E.GDN_VERIFY = chunk, attn, gdn
         E.ATTN_COMBINE_BS = 2 if chunk == 8 else 16   # chunks of 8: the combine takes 2 chunks' partials a step, an odd last step masked
+        E.GDN_VERIFY_XCAT = gdn == 'chunk'   # commit's xcat from the output kernel (the chunk case) or from torch copies (the others)
         ef, et = Engine(m, max_seq_len=64, fused=True), Engine(m, max_seq_len=64, fused=False)
         assert ef.fused and not et.fused
         pr, blk = torch.randint(0, 255, (1, 11)), torch.randint(0, 255, (16,))
