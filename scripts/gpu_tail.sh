@@ -5,9 +5,13 @@
 #   2. GDN=1: the GDN step sweep (`attn_decode_sweep.py gdn`; its fastest setting taken when 3% faster than the default);
 #   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
 #      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
-#   4. the engine's verify/commit-vs-HF test (failed: fused argmax off);
-#   5. latency_run.py with LAT_S seconds (default 330).
-# Session 16 ran it with the GDN sweep and without the norm stage (which was written after its last GPU minutes).
+#   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
+#      EFFQWEN_GDN_VERIFY_XCAT=1 when the test passed and verify-16 was faster with the same tokens;
+#   5. the engine's verify/commit-vs-HF test (failed: fused argmax off);
+#   6. latency_run.py with LAT_S seconds (default 330); LAT=0 stops before it and prints the settings taken (the stages
+#      above and the latency run together exceed one 10-minute command: run LAT=0 first, then the latency run alone with
+#      those exports and NORM=0 XCAT=0).
+# Session 16 ran it with the GDN sweep, before the norm and xcat stages were written (after its last GPU minutes).
 #   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
 L=$OUT/logs; mkdir -p $L
@@ -39,7 +43,21 @@ P
 )"; grep -E "norm_epilogue=" $L/norm_ab.log; fi
   for f in $L/norm_kernel.log $L/norm_engine.log; do [ -f $f ] && tail -n 2 $f; done
 fi
-echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}"
+if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: the fused verify/commit test with it, then its A/B
+  if EFFQWEN_GDN_VERIFY_XCAT=1 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/xcat_engine.log 2>&1; then
+    timeout 200 python3 scripts/profile_steps.py --only gdn_xcat_ab --out $OUT > $L/xcat_ab.log 2>&1
+    eval "$(python3 - "$OUT/data/results/step_gdn_xcat_ab_h200.json" <<'P'
+import json, sys
+try: r = json.load(open(sys.argv[1]))['gdn_xcat_ab']
+except Exception: sys.exit()
+a, b = r['ms'].get('gdn_xcat=1', {}), r['ms'].get('gdn_xcat=0', {})
+if r.get('same_tokens') and 'verify_ms' in a and 'verify_ms' in b and a['verify_ms'] < b['verify_ms']: print('export EFFQWEN_GDN_VERIFY_XCAT=1')
+P
+)"; grep -E "gdn_xcat=" $L/xcat_ab.log
+  else echo "GDN XCAT ENGINE TEST FAILED"; tail -n 3 $L/xcat_engine.log; fi
+fi
+echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }
 for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done
+[ "${LAT:-1}" = 0 ] && { env | grep -E '^EFFQWEN_(FUSED_ARGMAX|GDN_BV|GDN_WARPS|NORM_EPILOGUE|GDN_VERIFY_XCAT)=' | sed 's/^/export /'; exit 0; }
 timeout ${LAT_S:-330} python3 scripts/latency_run.py $(( ${LAT_S:-330} - 20 )) > $L/lat.log 2>&1; grep -E "decode|greedy|W4 vs" $L/lat.log | head -30

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, pdl_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, gdn_xcat_ab, pdl_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -215,6 +215,17 @@ def norm_epilogue_ab(eng, ids) -> dict|None:
     finally: E.NORM_EPILOGUE = own; eng._capture()
     return dict(r, module_default=own)
 
+def gdn_xcat_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with commit's xcat filled by two torch copies per Gated-DeltaNet layer and by the verify
+    output kernel's extra programs (`GDN_VERIFY_XCAT`; verify only: decode does not change)."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own = E.GDN_VERIFY_XCAT
+    def use(on): E.GDN_VERIFY_XCAT = on
+    try: r = steps_ab(eng, ids, {f'gdn_xcat={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
+    finally: E.GDN_VERIFY_XCAT = own; eng._capture()
+    return dict(r, module_default=own)
+
 def decode_profile(eng, ids) -> dict:
     """Kernel breakdown (`profile`) of the decode-1 and verify-16 steps as the engine runs them now (its module settings,
     e.g. the fragment kernels and the SwiGLU epilogue), after a prompt of `ids`: the part of a full run, alone (`--only`)."""
@@ -366,6 +377,7 @@ def main():
         res['fragment_ab'] = fragment_ab(eng, ids)
         res['swiglu_epilogue_ab'] = swiglu_epilogue_ab(eng, ids)
         res['norm_epilogue_ab'] = norm_epilogue_ab(eng, ids)
+        res['gdn_xcat_ab'] = gdn_xcat_ab(eng, ids)
         res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
         if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)
         res['steps']['prefill'] = profile(lambda: eng.prefill(ids))
