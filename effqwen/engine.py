@@ -17,11 +17,11 @@ log = logging.getLogger('effqwen.engine')
 # %% auto #0
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA',
            'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT',
-           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS',
-           'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
-           'NORM_EPILOGUE', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm',
-           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
-           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN',
+           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
+           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
+           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
            'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
            'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
            'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
@@ -947,9 +947,12 @@ ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / va
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
 # attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 
-def _attn_tiles(D:int, device)->tuple:
-    "(BL, stages) of the split-K attention: `ATTN_BL`, `ATTN_STAGES`, fewer stages (then keys) where a GPU's shared memory is smaller."
-    bl, ns = ATTN_BL, ATTN_STAGES
+ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
+                              # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
+
+def _attn_tiles(D:int, device, T:int=1)->tuple:
+    "(BL, stages) of the split-K attention for T rows: `ATTN_BL`, `ATTN_STAGES` (T > 1: `ATTN_VERIFY_TILES`), fewer stages (then keys) where a GPU's shared memory is smaller."
+    bl, ns = (ATTN_BL, ATTN_STAGES) if T == 1 else ATTN_VERIFY_TILES
     if device.type != 'cuda' or _INTERPRET: return bl, ns
     if device not in _SMEM: _SMEM[device] = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)['max_shared_mem']
     while ns * 2 * bl * D * 2 > _SMEM[device] - 16384 and (ns > 2 or bl > 16):   # keys + values tiles per stage, bf16
@@ -972,7 +975,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     BR, NS = max(16, _np2(T * rep)), triton.cdiv(Lmax, chunk)
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, proj.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
-    (bl, ns), nw = _attn_tiles(D, q.device), ATTN_WARPS
+    (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns, **_pdl(q))
     y = proj.new_empty(T, H * D)

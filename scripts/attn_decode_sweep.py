@@ -127,8 +127,9 @@ def render():
     lines = ['### Split-K decode attention at the Qwen3.5-4B shape (µs per call, one H200 run)', '',
              '| context | rows | run\'s default | µs | GB/s | best | µs | GB/s | max abs Δ | engine now | µs |', '|---|---|---|---|---|---|---|---|---|---|---|']
     import effqwen.engine as E
-    now = f'c{E.ATTN_CHUNK} bl{E.ATTN_BL} w{E.ATTN_WARPS} s{E.ATTN_STAGES}'   # the module's settings at this commit
     for r in doc['rows']:
+        bl, ns = (E.ATTN_BL, E.ATTN_STAGES) if r['T'] == 1 else E.ATTN_VERIFY_TILES     # the module's settings at this commit
+        now = f'c{E.ATTN_CHUNK} bl{bl} w{E.ATTN_WARPS} s{ns}'
         d, b, n = r['configs'][r['default']], r['configs'].get(r.get('best'), {}), r['configs'].get(now, {})
         lines.append(f"| {r['ctx']} | {r['T']} | {r['default']} | {d.get('chain', float('nan')):.2f} | {d.get('gbs', float('nan')):.0f} | "
                      f"{r.get('best', '–')} | {b.get('chain', float('nan')):.2f} | {b.get('gbs', float('nan')):.0f} | {b.get('max_abs_diff', float('nan')):.3g} | "
