@@ -1252,7 +1252,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         see = torch.arange(self.cache_len, device=self.device)[None] <= (self.pos + torch.arange(T, device=self.device))[:, None]
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
-    epi = fz and mode != 'prefill' and NORM_EPILOGUE and self.device.type == 'cuda'
+    epi = mode != 'prefill' and NORM_EPILOGUE                                     # (`_norm_epilogue_ok`: fragment linears on a GPU)
     def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE`)
         return (m, v) if epi and _norm_epilogue_ok(m, v) else lin(m, v)
     def addnorm(x, p, w):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the norm with w

@@ -116,6 +116,29 @@ def test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel(M, cfg):
     z = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp.index_select(0, p).contiguous()), s.index_select(0, p).contiguous(), cfg, swiglu_out=True)
     assert torch.equal(z, fused_swiglu(G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s, cfg)))
 
+def test_engine_norm_epilogue_plumbing_on_cpu(monkeypatch):
+    """`NORM_EPILOGUE` hands each layer's output and down projections, with the residual and the next norm's weight, to
+    `w4a16_fragment_add_norm` in decode / verify (prefill keeps the norm kernels). On a CPU the check that admits a
+    linear is widened to CPU tensors, so the function's torch reference runs in its place: the engine's tokens and
+    logits must not change, and every such linear but the first layer's input norm must go through it."""
+    import effqwen.engine as E
+    from effqwen.model import tiny_qwen35
+    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
+                    linear_key_head_dim=64, linear_value_head_dim=64)
+    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
+    pr, blk, out, calls = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}, []
+    own = E._add_norm_fragment
+    monkeypatch.setattr(E, '_norm_epilogue_ok', lambda m, v: isinstance(m, K.W4A16Linear) and m.weight_fragment is not None and v.shape[0] <= 16)
+    monkeypatch.setattr(E, '_add_norm_fragment', lambda *a: calls.append(1) or own(*a))
+    for on in (False, True):
+        monkeypatch.setattr(E, 'NORM_EPILOGUE', on)
+        eng = E.Engine(m, max_seq_len=48, convert=mk, fused=False); eng.use_fragment(True)
+        calls.clear(); eng.prefill(pr); assert not calls                      # prefill: the norm kernels
+        out[on] = torch.stack([eng.decode_one_token().clone() for _ in range(4)]), eng.verify(blk).clone()
+        assert len(calls) == (5 * 2 * len(eng.layers) if on else 0)          # 4 decodes + 1 verify, 2 per layer
+    check_marlin(out[True][0], out[False][0], 1e-4); check_marlin(out[True][1], out[False][1], 1e-4)
+    assert torch.equal(out[True][0].argmax(-1), out[False][0].argmax(-1))
+
 def test_add_norm_reference_on_cpu():
     """`w4a16_fragment_add_norm` on a CPU: the product, then the engine's add + RMSNorm (`effqwen.engine.add_rms_norm`,
     Qwen3.5's (1 + w) and Llama's forms); bad shapes raise."""
