@@ -15,6 +15,17 @@
 #   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
 L=$OUT/logs; mkdir -p $L
+take_faster() {  # take_faster PART LABEL STEP VAR: export VAR=1 when step_PART_h200.json's LABEL=1 was faster at STEP, same tokens
+  eval "$(python3 - "$OUT/data/results/step_$1_h200.json" "$@" <<'P'
+import json, sys
+f, part, label, step, var = sys.argv[1:]
+try: r = json.load(open(f))[part]
+except Exception: sys.exit()
+a, b, k = r['ms'].get(f'{label}=1', {}), r['ms'].get(f'{label}=0', {}), f'{step}_ms'
+if r.get('same_tokens') and k in a and k in b and a[k] < b[k]: print(f'export {var}=1')
+P
+)"
+}
 timeout 90 python3 -m pytest -q tests/test_kernels_gpu.py -k fused_argmax > $L/argmax.log 2>&1 || { echo "ARGMAX TEST FAILED: off"; export EFFQWEN_FUSED_ARGMAX=0; }
 if [ "${GDN:-0}" = 1 ]; then
   timeout 120 python3 scripts/attn_decode_sweep.py gdn --out $OUT > $L/gdn.log 2>&1
@@ -33,27 +44,13 @@ if [ "${NORM:-1}" = 1 ]; then
   [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_epilogue" > $L/norm_engine.log 2>&1 || { echo "NORM EPILOGUE ENGINE TEST FAILED"; ok=0; }; }
   if [ $ok = 1 ]; then
     timeout 200 python3 scripts/profile_steps.py --only norm_epilogue_ab --out $OUT > $L/norm_ab.log 2>&1
-    eval "$(python3 - "$OUT/data/results/step_norm_epilogue_ab_h200.json" <<'P'
-import json, sys
-try: r = json.load(open(sys.argv[1]))['norm_epilogue_ab']
-except Exception: sys.exit()
-a, b = r['ms'].get('norm_epilogue=1', {}), r['ms'].get('norm_epilogue=0', {})
-if r.get('same_tokens') and 'decode_ms' in a and 'decode_ms' in b and a['decode_ms'] < b['decode_ms']: print('export EFFQWEN_NORM_EPILOGUE=1')
-P
-)"; grep -E "norm_epilogue=" $L/norm_ab.log; fi
+    take_faster norm_epilogue_ab norm_epilogue decode EFFQWEN_NORM_EPILOGUE; grep -E "norm_epilogue=" $L/norm_ab.log; fi
   for f in $L/norm_kernel.log $L/norm_engine.log; do [ -f $f ] && tail -n 2 $f; done
 fi
 if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: the fused verify/commit test with it, then its A/B
   if EFFQWEN_GDN_VERIFY_XCAT=1 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/xcat_engine.log 2>&1; then
     timeout 200 python3 scripts/profile_steps.py --only gdn_xcat_ab --out $OUT > $L/xcat_ab.log 2>&1
-    eval "$(python3 - "$OUT/data/results/step_gdn_xcat_ab_h200.json" <<'P'
-import json, sys
-try: r = json.load(open(sys.argv[1]))['gdn_xcat_ab']
-except Exception: sys.exit()
-a, b = r['ms'].get('gdn_xcat=1', {}), r['ms'].get('gdn_xcat=0', {})
-if r.get('same_tokens') and 'verify_ms' in a and 'verify_ms' in b and a['verify_ms'] < b['verify_ms']: print('export EFFQWEN_GDN_VERIFY_XCAT=1')
-P
-)"; grep -E "gdn_xcat=" $L/xcat_ab.log
+    take_faster gdn_xcat_ab gdn_xcat verify EFFQWEN_GDN_VERIFY_XCAT; grep -E "gdn_xcat=" $L/xcat_ab.log
   else echo "GDN XCAT ENGINE TEST FAILED"; tail -n 3 $L/xcat_engine.log; fi
 fi
 echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"

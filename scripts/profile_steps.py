@@ -168,16 +168,23 @@ def pdl_ab(eng, ids) -> dict|None:
     finally: Kn.PDL, E.PDL_STEPS = own; eng._capture()
     return dict(r, module_default=own[0])
 
+def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False) -> dict|None:
+    """Decode-1 / verify-16 with the engine module's boolean `flag` off and on (read while the steps are recorded, so
+    each setting records its graphs again), labelled `label=0/1`; the module's own value is restored after."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    if gluon:
+        import effqwen.gluon as G
+        if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
+    own = getattr(E, flag)
+    try: r = steps_ab(eng, ids, {f'{label}={int(on)}': (lambda on=on: setattr(E, flag, on)) for on in (False, True)})
+    finally: setattr(E, flag, own); eng._capture()
+    return dict(r, module_default=own)
+
 def swiglu_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the SwiGLU as its own kernel and inside the W4A16 down projection's mat-vec
     (`DECODE_SWIGLU_MATVEC`: the down projection loads gate and up and applies silu(gate)·up itself)."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.DECODE_SWIGLU_MATVEC
-    def use(on): E.DECODE_SWIGLU_MATVEC = on
-    try: r = steps_ab(eng, ids, {f'swiglu_mv={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
-    finally: E.DECODE_SWIGLU_MATVEC = own; eng._capture()
-    return dict(r, module_default=own)
+    return flag_ab(eng, ids, 'DECODE_SWIGLU_MATVEC', 'swiglu_mv')
 
 def fragment_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the W4A16 linears on the library's Triton kernels and on the Gluon fragment-layout kernels
@@ -206,25 +213,12 @@ def swiglu_epilogue_ab(eng, ids) -> dict|None:
 def norm_epilogue_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the add + RMSNorm as its own kernel and in the epilogue of the W4A16 fragment linear
     before it (`NORM_EPILOGUE`: attention / Gated-DeltaNet output and MLP down projections; the last CTA normalizes)."""
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    import effqwen.gluon as G, effqwen.engine as E
-    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
-    own = E.NORM_EPILOGUE
-    def use(on): E.NORM_EPILOGUE = on
-    try: r = steps_ab(eng, ids, {f'norm_epilogue={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
-    finally: E.NORM_EPILOGUE = own; eng._capture()
-    return dict(r, module_default=own)
+    return flag_ab(eng, ids, 'NORM_EPILOGUE', 'norm_epilogue', gluon=True)
 
 def gdn_xcat_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with commit's xcat filled by two torch copies per Gated-DeltaNet layer and by the verify
     output kernel's extra programs (`GDN_VERIFY_XCAT`; verify only: decode does not change)."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.GDN_VERIFY_XCAT
-    def use(on): E.GDN_VERIFY_XCAT = on
-    try: r = steps_ab(eng, ids, {f'gdn_xcat={int(on)}': (lambda on=on: use(on)) for on in (False, True)})
-    finally: E.GDN_VERIFY_XCAT = own; eng._capture()
-    return dict(r, module_default=own)
+    return flag_ab(eng, ids, 'GDN_VERIFY_XCAT', 'gdn_xcat')
 
 def decode_profile(eng, ids) -> dict:
     """Kernel breakdown (`profile`) of the decode-1 and verify-16 steps as the engine runs them now (its module settings,
