@@ -245,14 +245,18 @@ def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     finally: E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
     return dict(r, context=int(ids.shape[1]), module_default=own)
 
+def _group_rows(steps: dict) -> list:
+    "Table rows: per kernel group, each step's µs (share, kernels per step); then each step's total."
+    names = [g for g, _ in GROUPS] + ['other']
+    rows = [dict(group=g, **{k: (f"{v['groups'][g]['us']:,.0f} ({v['groups'][g]['share']:.0%}, {v['groups'][g]['count']:.0f})" if g in v['groups'] else '–')
+                             for k, v in steps.items()}) for g in names if any(g in v['groups'] for v in steps.values())]
+    return rows + [dict(group='**total**', **{k: f"{v['total_us']:,.0f} ({v['kernels']:.0f} kernels)" for k, v in steps.items()})]
+
 def render(path: str = 'data/results/step_profile_h200.json'):
     "Table: per step, GPU time by kernel group (µs and share) and kernel count, then each step's costliest kernels."
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.load(open(path)); steps = doc['steps']
-    names = [g for g, _ in GROUPS] + ['other']
-    rows = [dict(group=g, **{k: (f"{v['groups'][g]['us']:,.0f} ({v['groups'][g]['share']:.0%}, {v['groups'][g]['count']:.0f})" if g in v['groups'] else '–')
-                             for k, v in steps.items()}) for g in names if any(g in v['groups'] for v in steps.values())]
-    rows.append(dict(group='**total**', **{k: f"{v['total_us']:,.0f} ({v['kernels']:.0f} kernels)" for k, v in steps.items()}))
+    rows = _group_rows(steps)
     md = (f"### Where the step time goes: {doc['shape']} shape, batch 1, {doc['provenance']['device']}\n\n"
           + render_table(rows, [('group', 'kernel group', '{}')] + [(k, k, '{}') for k in steps]) + '\n'
           + f"GPU kernel time in µs (share of the step, kernels per step) from torch.profiler, each step run eagerly (outside its CUDA graph) "
@@ -292,10 +296,7 @@ def render_decode_profile(path: str = 'data/results/step_decode_profile_h200.jso
     "Table of a `--only decode_profile` run: decode-1 / verify-16 GPU time by kernel group as the engine ran at that commit."
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.load(open(path)); steps = doc['decode_profile']['steps']
-    names = [g for g, _ in GROUPS] + ['other']
-    rows = [dict(group=g, **{k: (f"{v['groups'][g]['us']:,.0f} ({v['groups'][g]['share']:.0%}, {v['groups'][g]['count']:.0f})" if g in v['groups'] else '–')
-                             for k, v in steps.items()}) for g in names if any(g in v['groups'] for v in steps.values())]
-    rows.append(dict(group='**total**', **{k: f"{v['total_us']:,.0f} ({v['kernels']:.0f} kernels)" for k, v in steps.items()}))
+    rows = _group_rows(steps)
     md = (f"### Decode-1 and verify-16 kernels of the W4A16 engine: {doc['shape']} shape, {doc['prompt']}-token context, {doc['provenance']['device']}\n\n"
           + render_table(rows, [('group', 'kernel group', '{}')] + [(k, k, '{}') for k in steps]) + '\n'
           + 'GPU kernel time in µs (share, kernels per step) from torch.profiler, the steps run eagerly after the prompt (sums of kernel times, '
