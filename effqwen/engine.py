@@ -15,18 +15,19 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA',
-           'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT',
-           'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN',
-           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
-           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
-           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
-           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
+           'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
+           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
+           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
+           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
+           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
+           'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -795,6 +796,8 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4, **_pdl(o))
     return y
 
+GDN_VERIFY_WARPS = int(os.environ.get('EFFQWEN_GDN_VERIFY_WARPS', '4'))   # warps per program of the one-chunk verify kernel
+GDN_VERIFY_BV = int(os.environ.get('EFFQWEN_GDN_VERIFY_BV', '0'))   # its value columns per program (0: GDN_BV)
 GDN_VERIFY_XCAT = os.environ.get('EFFQWEN_GDN_VERIFY_XCAT', '0') == '1'   # fused verify: commit's xcat written by the output kernel's
 # extra programs, not by two torch copies per layer (48 kernels, ~100 µs of verify-16 at the 4B shape in
 # step_decode_profile_h200.json); checked under the interpreter, off until run on a GPU
@@ -810,19 +813,19 @@ def fused_gdn_commit(S, conv_buf, xs, ks, vs, cs, # state, conv window (updated 
     _gdn_commit_kernel[(Hv * triton.cdiv(Dv, bv) + triton.cdiv(C, BC),)](S, conv_buf, xs, ks, vs, cs, n, C, Hv, T=T, DK=Dk, DV=Dv, BK=_np2(Dk),
                                                                          BV=bv, KC=KC, KCP=_np2(KC), BC=BC, num_warps=4)
 
-def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None):
+def fused_gdn_verify(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, xs, ks, vs, cs, bv:int|None=None, warps:int|None=None):
     "Verify of a T-token block (same contract as `gdn_verify`): states untouched, commit's scratch (xcat, k, v_new, c) filled; y (T, Vd)."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     T, PS, KC = proj.shape[0], proj.shape[1], conv_buf.shape[1]
     if ks.shape != (Hv, T, Dk) or vs.shape != (Hv, T, Dv) or cs.shape != (Hv, T) or xs.shape != (C, KC + T):
         raise ValueError(f'verify scratch shapes {[tuple(t.shape) for t in (xs, ks, vs, cs)]} do not fit a {T}-token block')
-    bv = min(bv or GDN_BV, _np2(Dv))
+    bv = min(bv or GDN_VERIFY_BV or GDN_BV, _np2(Dv))
     o = proj.new_empty(T * Hv, Dv)
     if GDN_VERIFY == 'chunk':                                                    # tl.dot wants every dimension >= 16
         TP = max(16, _np2(T)); bv = max(16, bv)
         _gdn_verify_chunk_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
                                                            T=T, TP=TP, LOG2TP=TP.bit_length() - 1, RATIO=Hv // Hk, DK=Dk, DV=Dv,
-                                                           BK=max(16, _np2(Dk)), BV=bv, KC=KC, num_warps=4, **_pdl(o))
+                                                           BK=max(16, _np2(Dk)), BV=bv, KC=KC, num_warps=warps or GDN_VERIFY_WARPS, **_pdl(o))
     else:
         _gdn_verify_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, ks, vs, cs, Kd, Vd, C, Hv, PS, Dk ** -0.5,
                                                      T=T, RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=4, **_pdl(o))

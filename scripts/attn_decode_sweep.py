@@ -19,7 +19,7 @@ program and warps (`GDN_BV`, `GDN_WARPS`), LAYERS calls on distinct states back 
 default's (the compiled reductions over keys may be laid out differently per BV, so on a GPU they need not be equal).
 
     python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json (attention, GDN)
-    python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN step alone -> data/results/gdn_decode_sweep_h200.json
+    python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN decode step and verify alone -> data/results/gdn_decode_sweep_h200.json
     python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md (both files)
 """
 import argparse, itertools, json, os, sys, time, traceback
@@ -111,13 +111,46 @@ def gdn_rows(E, dev) -> dict:
     if ok: out['best'] = min(ok, key=ok.get)
     return out
 
+def gdn_verify_rows(E, dev, T: int = 16) -> dict:
+    "µs per `fused_gdn_verify` call (T rows, the one-chunk kernel + output kernel) by value columns per program and warps."
+    from effqwen.model import qwen35_config
+    from gluon_stream_probe import _chain_us
+    c = E.EngineConfig.from_hf(qwen35_config('qwen3.5-4b'))
+    dims = (c.conv_dim, c.key_dim, c.value_dim, c.lin_k_heads, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rms_eps)
+    PS, Hv = c.conv_dim + c.value_dim + 2 * c.lin_v_heads, c.lin_v_heads
+    torch.manual_seed(0)
+    proj = torch.randn(T, PS, device=dev, dtype=torch.bfloat16)
+    S = [torch.randn(Hv, c.lin_k_dim, c.lin_v_dim, device=dev) * 0.1 for _ in range(LAYERS)]
+    cb = [torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    scr = [(torch.zeros(c.conv_dim, c.conv_kernel + T, device=dev, dtype=torch.bfloat16), torch.zeros(Hv, T, c.lin_k_dim, device=dev),
+            torch.zeros(Hv, T, c.lin_v_dim, device=dev), torch.zeros(Hv, T, device=dev)) for _ in range(LAYERS)]
+    conv_w = torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) * 0.3
+    neg_a, dt_bias = -torch.rand(Hv, device=dev) * 4, torch.ones(Hv, device=dev, dtype=torch.bfloat16)
+    norm_w = torch.ones(c.lin_v_dim, device=dev, dtype=torch.bfloat16)
+    own = (E.GDN_VERIFY_BV or E.GDN_BV, E.GDN_VERIFY_WARPS)
+    out, ref = dict(rows=T, gdn_verify=E.GDN_VERIFY, default=f'bv{own[0]} w{own[1]}', configs={}), None
+    for bv, nw in [own] + [k for k in itertools.product((16, 32, 64), (2, 4, 8)) if k != own]:
+        try:
+            y = E.fused_gdn_verify(proj, cb[0], S[0], conv_w, neg_a, dt_bias, norm_w, dims, *scr[0], bv=bv, warps=nw); torch.cuda.synchronize()
+            got = (y.float().clone(), scr[0][2].clone())
+            if ref is None: ref = got
+            r = dict(max_abs_diff=max(float((a - b).abs().max()) for a, b in zip(got, ref)))
+            r['chain'] = _chain_us([lambda i=i: E.fused_gdn_verify(proj, cb[i], S[i], conv_w, neg_a, dt_bias, norm_w, dims, *scr[i], bv=bv, warps=nw)
+                                    for i in range(LAYERS)])
+        except Exception: r = dict(error=traceback.format_exc()[-600:])
+        out['configs'][f'bv{bv} w{nw}'] = r
+        print('gdn verify', bv, nw, r, flush=True)
+    ok = {k: v['chain'] for k, v in out['configs'].items() if v.get('max_abs_diff', 1) < 0.05}
+    if ok: out['best'] = min(ok, key=ok.get)
+    return out
+
 def run_gdn(out: str | None):
     "The GDN step sweep alone, written as gdn_decode_sweep_h200.json (the attention rows keep their own run)."
     import effqwen.engine as E
     from effqwen.core import write_result
-    t0 = time.time(); g = gdn_rows(E, 'cuda')
+    t0 = time.time(); g = gdn_rows(E, 'cuda'); gv = gdn_verify_rows(E, 'cuda')
     if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result('gdn_decode_sweep_h200', dict(gdn=g, layers=LAYERS, wall_s=time.time() - t0,
+    print(write_result('gdn_decode_sweep_h200', dict(gdn=g, gdn_verify=gv, layers=LAYERS, wall_s=time.time() - t0,
           note='µs per fused_gdn_decode call (step kernel + gated-norm output kernel), LAYERS distinct states back to back in one '
                'CUDA graph, by value columns per program and warps; best = fastest with max |Δ| < 0.05 against the run\'s default'), 'gpu'))
 
@@ -144,6 +177,13 @@ def render():
             d = str(g['default']); d = d if d.startswith('bv') else f'bv{d} w4'   # (the first run swept BV at 4 warps)
             lines.append(f"| {k}{' (run default)' if k in (d, d[2:-3]) else ''}{' (best)' if k == str(g.get('best')) else ''} | "
                          f"{v.get('chain', float('nan')):.2f} | {v.get('bit_equal', 'failed')} | {v.get('max_abs_diff', float('nan')):.3g} |")
+    gv = (gdoc or {}).get('gdn_verify')
+    if gv:
+        lines += ['', f"### Gated-DeltaNet verify ({gv['rows']} rows, '{gv['gdn_verify']}' kernel + output kernel) by value columns per program and warps (µs per call)", '',
+                  '| GDN verify BV, warps | µs | max abs Δ against the run\'s default |', '|---|---|---|']
+        for k, v in gv['configs'].items():
+            lines.append(f"| {k}{' (run default)' if k == gv['default'] else ''}{' (best)' if k == gv.get('best') else ''} | "
+                         f"{v.get('chain', float('nan')):.2f} | {v.get('max_abs_diff', float('nan')):.3g} |")
     lines += ['', doc['note'] + '.', '', provenance_line(doc)]
     if gdoc: lines += ['', 'GDN rows: ' + gdoc['note'] + '. ' + provenance_line(gdoc)]
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))

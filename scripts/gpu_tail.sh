@@ -2,7 +2,8 @@
 # One nvidia-h200 command: the engine's newest paths are tested on the GPU, a path is taken for the latency run only
 # when its tests pass (and, for the norm epilogue, its step A/B was faster with the same tokens), then latency_run.py.
 #   1. the fused argmax's GPU test (failed: EFFQWEN_FUSED_ARGMAX=0);
-#   2. GDN=1: the GDN step sweep (`attn_decode_sweep.py gdn`; its fastest setting taken when 3% faster than the default);
+#   2. GDN=1: the GDN decode-step and verify sweeps (`attn_decode_sweep.py gdn`; each fastest setting taken when 3% faster
+#      than the default);
 #   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
 #      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
 #   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
@@ -31,11 +32,14 @@ if [ "${GDN:-0}" = 1 ]; then
   timeout 120 python3 scripts/attn_decode_sweep.py gdn --out $OUT > $L/gdn.log 2>&1
   eval "$(python3 - "$OUT/data/results/gdn_decode_sweep_h200.json" <<'P'
 import json, sys
-try: g = json.load(open(sys.argv[1]))['gdn']
+try: doc = json.load(open(sys.argv[1]))
 except Exception: sys.exit()
-c, b, d = g['configs'], g.get('best'), g['default']
-if b and b != d and c[b]['chain'] < 0.97 * c[d]['chain']:
-    bv, w = b[2:].split(' w'); print(f'export EFFQWEN_GDN_BV={bv} EFFQWEN_GDN_WARPS={w}')
+for part, env in (('gdn', 'EFFQWEN_GDN'), ('gdn_verify', 'EFFQWEN_GDN_VERIFY')):   # decode step; verify (its own BV / warps)
+    g = doc.get(part)
+    if not g: continue
+    c, b, d = g['configs'], g.get('best'), g['default']
+    if b and b != d and c[b]['chain'] < 0.97 * c[d]['chain']:
+        bv, w = b[2:].split(' w'); print(f'export {env}_BV={bv} {env}_WARPS={w}')
 P
 )"; grep -v Warn $L/gdn.log | tail -14; fi
 if [ "${NORM:-1}" = 1 ]; then
@@ -56,5 +60,5 @@ fi
 echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }
 for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done
-[ "${LAT:-1}" = 0 ] && { env | grep -E '^EFFQWEN_(FUSED_ARGMAX|GDN_BV|GDN_WARPS|NORM_EPILOGUE|GDN_VERIFY_XCAT)=' | sed 's/^/export /'; exit 0; }
+[ "${LAT:-1}" = 0 ] && { env | grep -E '^EFFQWEN_(FUSED_ARGMAX|GDN_BV|GDN_WARPS|GDN_VERIFY_BV|GDN_VERIFY_WARPS|NORM_EPILOGUE|GDN_VERIFY_XCAT)=' | sed 's/^/export /'; exit 0; }
 timeout ${LAT_S:-330} python3 scripts/latency_run.py $(( ${LAT_S:-330} - 20 )) > $L/lat.log 2>&1; grep -E "decode|greedy|W4 vs" $L/lat.log | head -30

@@ -28,7 +28,7 @@ r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_
 r['gdn_verify'] = E.GDN_VERIFY
 r['attn_chunk'] = E.ATTN_CHUNK
 r['attn_split'] = dict(chunk=E.ATTN_CHUNK, keys_per_step=E.ATTN_BL, warps=E.ATTN_WARPS, stages=E.ATTN_STAGES, combine_chunks_per_step=E.ATTN_COMBINE_BS, verify_keys_stages=list(E.ATTN_VERIFY_TILES))
-r['gdn_step'] = dict(value_columns_per_program=E.GDN_BV, warps=E.GDN_WARPS)   # the one-token Gated-DeltaNet kernel (EFFQWEN_GDN_BV / _WARPS)
+r['gdn_step'] = dict(value_columns_per_program=E.GDN_BV, warps=E.GDN_WARPS, verify_value_columns=E.GDN_VERIFY_BV or E.GDN_BV, verify_warps=E.GDN_VERIFY_WARPS)   # the one-token Gated-DeltaNet kernel (EFFQWEN_GDN_BV / _WARPS)
 r['fused_argmax'] = E.FUSED_ARGMAX   # the step's argmax + bookkeeping in two Triton kernels (EFFQWEN_FUSED_ARGMAX)
 r['gdn_verify_xcat'] = E.GDN_VERIFY_XCAT   # commit's xcat from the verify output kernel (EFFQWEN_GDN_VERIFY_XCAT)
 r['norm_epilogue'] = E.NORM_EPILOGUE   # add + RMSNorm in the output / down projections' epilogue (EFFQWEN_NORM_EPILOGUE)
