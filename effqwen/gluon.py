@@ -439,8 +439,9 @@ def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` 
     n = 0
     for r in doc.get('rows', []):
         if r.get('best'):
-            WK, D = map(int, re.findall(r'\d+', r['best']))   # 'wk4 d1'
-            _FRAG_TUNED[(r['M'] <= 8, r['N'], r['K'])] = (WK, 1, D); n += 1
+            m = re.fullmatch(r'wk(\d+)(?: wm(\d+))? d(\d+)', r['best'])   # 'wk4 d1', 'wk2 wm2 d0'
+            if not m: raise ValueError(f"fragment sweep pick {r['best']!r} is not 'wk<WK> [wm<WM> ]d<DEPTH>'")
+            _FRAG_TUNED[(r['M'] <= 8, r['N'], r['K'])] = (int(m[1]), int(m[2] or 1), int(m[3])); n += 1
     return n
 
 def _autoload_picks(device):
@@ -542,16 +543,16 @@ def w4a16_fragment_add_norm(x:torch.Tensor, # (M, K) activations of the product 
     _check_x(x, words, 'scales', scales, K)
     if residual.dtype != torch.bfloat16 or not residual.is_contiguous(): raise ValueError('residual must be a contiguous bf16 (M, N) tensor')
     WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
-    if WM != 1: raise ValueError(f'config WM={WM}: the add + norm epilogue takes one row block per CTA')
-    NT = 8 if M <= 8 else 16
+    if N % (16 * WM) or K % (128 * WK): raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K})')
+    NT, G = (8 if M <= 8 else 16), N // (16 * WM)                    # token columns, CTAs
     ss, cnt = scratch if scratch is not None else add_norm_scratch(N, x.device)
-    if ss.numel() < (N // 16) * NT: raise ValueError(f'add-norm scratch of {ss.numel()} is too small for {N // 16} CTAs x {NT} ({(N // 16) * NT})')
+    if ss.numel() < G * NT: raise ValueError(f'add-norm scratch of {ss.numel()} is too small for {G} CTAs x {NT} ({G * NT})')
     xo, h = torch.empty_like(residual), torch.empty_like(residual)
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
     TL = gl.BlockedLayout([4], [32], [WK * WM], [0])
-    LAST['kernel'] = w4_fragment_kernel[(N // 16,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
+    LAST['kernel'] = w4_fragment_kernel[(G,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, nw_ptr=norm_w, h_ptr=h, ss_ptr=ss,
-                                          cnt_ptr=cnt, eps=eps, ADD_NORM=True, OFFSET=offset, NGP=_np2(N // 16), TL=TL,
+                                          cnt_ptr=cnt, eps=eps, ADD_NORM=True, OFFSET=offset, NGP=_np2(G), TL=TL,
                                           num_warps=WK * WM, **_launch_opts(x))
     return xo, h
 

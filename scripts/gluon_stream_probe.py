@@ -15,7 +15,7 @@ three ways in one run:
                                                        # W4A16 shapes, every (WK, DEPTH) at M = 1 and 16, chain and chain + PDL only
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
-import argparse, json, os, time, traceback
+import argparse, itertools, json, os, time, traceback
 import torch
 
 SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16)]   # (N, K, M)
@@ -123,7 +123,7 @@ ENGINE_SHAPES = [(18432, 2560), (12352, 2560), (10240, 2560), (2560, 9216), (256
 SWEEP = 'kernel_stream_sweep_h200'
 
 def sweep(out: str | None):
-    "Every (WK, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16, timed as the engine runs them: in a chain, ± PDL."
+    "Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16, timed as the engine runs them: in a chain, ± PDL."
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     from effqwen.core import write_result
@@ -138,19 +138,18 @@ def sweep(out: str | None):
             ref = Kn.w4a16_mm_ref(x, wps[0], s).float()
             y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
             row = dict(N=N, K=K, M=M, default=list(G.fragment_config('w4a16', M, N, K)), configs={})
-            for WK in (4, 8):
-                for D in (0, 1, 2):
-                    if K % (128 * WK) or (D == 0 and 8 * K > G._SMEM_MAX) or (D == 1 and K // WK > 2304): continue
-                    c, r = (WK, 1, D), {}
-                    try:
-                        G.w4a16_fragment_matmul(x, words[0], s, c, out=y); torch.cuda.synchronize()
-                        r['rel_err'] = float((y.float() - ref).abs().mean() / ref.abs().mean())
-                        for pdl in (False, True):
-                            Kn.PDL = pdl
-                            r['chain+pdl' if pdl else 'chain'] = _chain_us([lambda i=i: G.w4a16_fragment_matmul(x, words[i], s, c, out=y) for i in range(CHAIN)])
-                    except Exception: r['error'] = traceback.format_exc()[-800:]
-                    finally: Kn.PDL = pdl_default
-                    row['configs'][f'wk{WK} d{D}'] = r
+            for WK, WM, D in itertools.product((2, 4, 8), (1, 2), (0, 1, 2)):   # WK = 2 / WM = 2: CTAs that fit one wave at large N
+                if K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K * WM > G._SMEM_MAX) or (D == 1 and K // WK > 2304): continue
+                c, r = (WK, WM, D), {}
+                try:
+                    G.w4a16_fragment_matmul(x, words[0], s, c, out=y); torch.cuda.synchronize()
+                    r['rel_err'] = float((y.float() - ref).abs().mean() / ref.abs().mean())
+                    for pdl in (False, True):
+                        Kn.PDL = pdl
+                        r['chain+pdl' if pdl else 'chain'] = _chain_us([lambda i=i: G.w4a16_fragment_matmul(x, words[i], s, c, out=y) for i in range(CHAIN)])
+                except Exception: r['error'] = traceback.format_exc()[-800:]
+                finally: Kn.PDL = pdl_default
+                row['configs'][f'wk{WK} d{D}' if WM == 1 else f'wk{WK} wm{WM} d{D}'] = r
             ok = {k: v['chain+pdl'] for k, v in row['configs'].items() if 'chain+pdl' in v and v['rel_err'] < 1e-3}
             if ok: row['best'] = min(ok, key=ok.get)
             rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl') for k, v in row['configs'].items()}, flush=True)
@@ -184,7 +183,7 @@ def render():
              '| N×K | M | ' + ' | '.join(cfgs) + ' | best | rule without a sweep |', '|---|---|' + '---|' * (len(cfgs) + 2)]
     for r in sw['rows']:
         cell = lambda k: f"{r['configs'][k]['chain+pdl']:.2f}" if 'chain+pdl' in r['configs'].get(k, {}) else '–'
-        WK, _, D = G.fragment_config('w4a16', r['M'], r['N'], r['K']); rule = f'wk{WK} d{D}'   # the rule at this commit (no device: no picks)
+        WK, WM, D = G.fragment_config('w4a16', r['M'], r['N'], r['K']); rule = f'wk{WK} d{D}' if WM == 1 else f'wk{WK} wm{WM} d{D}'   # the rule at this commit (no device: no picks)
         lines.append(f"| {r['N']}×{r['K']} | {r['M']} | " + ' | '.join(cell(k) for k in cfgs) + f" | {r.get('best', '–')} | {rule} |")
     lines += ['', sw['note'] + '. Without PDL (chain) the same calls take: ' + '; '.join(
         f"{r['N']}×{r['K']} M={r['M']} {r['best']}: {r['configs'][r['best']]['chain']:.2f}" for r in sw['rows'] if r.get('best')) + '.']

@@ -33,12 +33,13 @@ def test_config_and_errors():
 
 def test_fragment_picks_only_for_their_gpu():
     doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best='wk2 d1'), dict(N=96, K=1024, M=16, best='wk4 d0'),
-                                                    dict(N=64, K=512, M=1)])
+                                                    dict(N=64, K=512, M=1), dict(N=64, K=512, M=16, best='wk2 wm2 d0')])
     try:
         assert G.load_fragment_picks(doc, 'GPU B') == 0 and not G._FRAG_TUNED
-        assert G.load_fragment_picks(doc, 'GPU A') == 2
-        assert G._FRAG_TUNED == {(True, 96, 1024): (2, 1, 1), (False, 96, 1024): (4, 1, 0)}
+        assert G.load_fragment_picks(doc, 'GPU A') == 3
+        assert G._FRAG_TUNED == {(True, 96, 1024): (2, 1, 1), (False, 96, 1024): (4, 1, 0), (False, 64, 512): (2, 2, 0)}
         assert G.fragment_config('w4a16', 1, 96, 1024) == (4, 1, 0)   # no device: the rule, not the picks
+        with pytest.raises(ValueError, match='not'): G.load_fragment_picks(dict(provenance=dict(device='GPU A'), rows=[dict(N=1, K=1, M=1, best='w4')]), 'GPU A')
     finally: G._FRAG_TUNED.clear()
 
 def test_modules_reference_path_on_cpu():
@@ -155,7 +156,7 @@ def test_add_norm_reference_on_cpu():
 
 @gpu
 @pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), None])
+@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), (2, 2, 0), None])
 def test_w4_add_norm_epilogue_equals_product_then_norm_kernel(M, cfg):
     """The add + RMSNorm epilogue (the last CTA normalizes) against the fragment kernel followed by the engine's norm
     kernel: the new residual bit for bit, the normalized rows to one bf16 rounding (the sum of squares is added in
