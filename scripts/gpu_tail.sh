@@ -4,6 +4,8 @@
 #   1. the fused argmax's GPU test (failed: EFFQWEN_FUSED_ARGMAX=0);
 #   2. GDN=1: the GDN decode-step and verify sweeps (`attn_decode_sweep.py gdn`; each fastest setting taken when 3% faster
 #      than the default);
+#   2b. SWEEP=1: the fragment kernel sweep (`gluon_stream_probe.py sweep`, WK 2/4/8 x WM 1/2 x DEPTH); the rest of the
+#      command takes its picks (EFFQWEN_FRAG_TUNE); commit the result for later runs;
 #   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
 #      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
 #   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
@@ -42,6 +44,9 @@ for part, env in (('gdn', 'EFFQWEN_GDN'), ('gdn_verify', 'EFFQWEN_GDN_VERIFY')):
         bv, w = b[2:].split(' w'); print(f'export {env}_BV={bv} {env}_WARPS={w}')
 P
 )"; grep -v Warn $L/gdn.log | tail -14; fi
+if [ "${SWEEP:-0}" = 1 ]; then   # the fragment kernel's (WK, WM, DEPTH) at the engine's shapes; the engine then takes its picks
+  timeout 300 python3 scripts/gluon_stream_probe.py sweep --out $OUT > $L/sweep.log 2>&1 && export EFFQWEN_FRAG_TUNE=$OUT/data/results/kernel_stream_sweep_h200.json
+  grep -E '^\{' $L/sweep.log | cut -c1-160; fi
 if [ "${NORM:-1}" = 1 ]; then
   ok=1
   timeout 150 python3 -m pytest -q tests/test_gluon.py -k add_norm > $L/norm_kernel.log 2>&1 || { echo "NORM EPILOGUE KERNEL TEST FAILED"; ok=0; }
