@@ -78,71 +78,58 @@ def run(out: str | None):
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(NAME, doc, 'gpu'))
 
-def gdn_rows(E, dev) -> dict:
-    "µs per `fused_gdn_decode` call by GDN_BV at the 4B shape, LAYERS distinct states back to back; bit-equality to the default."
+def _gdn_inputs(E, dev, T: int) -> dict:
+    "Random inputs of the Gated-DeltaNet step at the 4B shape: T rows of the fused projection, LAYERS states and conv windows."
     from effqwen.model import qwen35_config
-    from gluon_stream_probe import _chain_us
-    c = E.EngineConfig.from_hf(qwen35_config('qwen3.5-4b'))
-    dims = (c.conv_dim, c.key_dim, c.value_dim, c.lin_k_heads, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rms_eps)
-    PS = c.conv_dim + c.value_dim + 2 * c.lin_v_heads
+    c = E.EngineConfig.from_hf(qwen35_config('qwen3.5-4b')); Hv = c.lin_v_heads
     torch.manual_seed(0)
-    proj = torch.randn(1, PS, device=dev, dtype=torch.bfloat16)
-    S0 = [torch.randn(c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, device=dev) * 0.1 for _ in range(LAYERS)]
-    cb0 = [torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
-    conv_w = torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) * 0.3
-    neg_a, dt_bias = -torch.rand(c.lin_v_heads, device=dev) * 4, torch.ones(c.lin_v_heads, device=dev, dtype=torch.bfloat16)
-    norm_w = torch.ones(c.lin_v_dim, device=dev, dtype=torch.bfloat16)
-    out, ref = dict(shape=dict(heads_v=c.lin_v_heads, heads_k=c.lin_k_heads, dk=c.lin_k_dim, dv=c.lin_v_dim, conv=c.conv_dim),
-                    default=f'bv{E.GDN_BV} w{E.GDN_WARPS}', configs={}), None
-    own = (E.GDN_BV, E.GDN_WARPS)
-    for bv, nw in [own] + [k for k in itertools.product((16, 32, 64), (1, 2, 4, 8)) if k != own]:
+    return dict(c=c, dims=(c.conv_dim, c.key_dim, c.value_dim, c.lin_k_heads, Hv, c.lin_k_dim, c.lin_v_dim, c.rms_eps),
+                proj=torch.randn(T, c.conv_dim + c.value_dim + 2 * Hv, device=dev, dtype=torch.bfloat16),
+                S=[torch.randn(Hv, c.lin_k_dim, c.lin_v_dim, device=dev) * 0.1 for _ in range(LAYERS)],
+                cb=[torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)],
+                w=(torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) * 0.3, -torch.rand(Hv, device=dev) * 4,
+                   torch.ones(Hv, device=dev, dtype=torch.bfloat16), torch.ones(c.lin_v_dim, device=dev, dtype=torch.bfloat16)))
+
+def _sweep_bv_warps(label: str, own: tuple, cands, call, reset=lambda: None) -> dict:
+    """Every (BV, warps) of `cands` after the default `own`: `call(i, bv, nw)` runs layer i's inputs and returns the tensors
+    to compare (layer 0's against the default's), then LAYERS calls back to back in one CUDA graph (µs per call)."""
+    from gluon_stream_probe import _chain_us
+    out, ref = dict(default=f'bv{own[0]} w{own[1]}', configs={}), None
+    for bv, nw in [own] + [k for k in cands if k != own]:
         try:
-            S, cb = [s.clone() for s in S0], [b.clone() for b in cb0]
-            y = E.fused_gdn_decode(proj, cb[0], S[0], conv_w, neg_a, dt_bias, norm_w, dims, bv, nw); torch.cuda.synchronize()
-            got = (y.clone(), S[0].clone(), cb[0].clone())
+            reset(); got = [t.float().clone() for t in call(0, bv, nw)]; torch.cuda.synchronize()
             if ref is None: ref = got
-            r = dict(bit_equal=all(torch.equal(a, b) for a, b in zip(got, ref)),
-                     max_abs_diff=max(float((a.float() - b.float()).abs().max()) for a, b in zip(got, ref)))
-            r['chain'] = _chain_us([lambda i=i: E.fused_gdn_decode(proj, cb[i], S[i], conv_w, neg_a, dt_bias, norm_w, dims, bv, nw) for i in range(LAYERS)])
+            r = dict(bit_equal=all(torch.equal(a, b) for a, b in zip(got, ref)), max_abs_diff=max(float((a - b).abs().max()) for a, b in zip(got, ref)))
+            r['chain'] = _chain_us([lambda i=i: call(i, bv, nw) for i in range(LAYERS)])
         except Exception: r = dict(error=traceback.format_exc()[-600:])
         out['configs'][f'bv{bv} w{nw}'] = r
-        print('gdn', bv, nw, r, flush=True)
+        print(label, bv, nw, r, flush=True)
     ok = {k: v['chain'] for k, v in out['configs'].items() if v.get('max_abs_diff', 1) < 0.05}
     if ok: out['best'] = min(ok, key=ok.get)
     return out
 
+def gdn_rows(E, dev) -> dict:
+    "µs per `fused_gdn_decode` call (step kernel + output kernel) by GDN_BV and warps at the 4B shape, LAYERS distinct states."
+    g = _gdn_inputs(E, dev, 1); c = g['c']
+    S0, cb0 = [s.clone() for s in g['S']], [b.clone() for b in g['cb']]
+    def reset():   # the decode step updates its state and conv window in place: every setting starts from the same ones
+        for a, b in zip(g['S'] + g['cb'], S0 + cb0): a.copy_(b)
+    def call(i, bv, nw):
+        y = E.fused_gdn_decode(g['proj'], g['cb'][i], g['S'][i], *g['w'][:3], g['w'][3], g['dims'], bv, nw)
+        return y, g['S'][i], g['cb'][i]
+    out = _sweep_bv_warps('gdn', (E.GDN_BV, E.GDN_WARPS), itertools.product((16, 32, 64), (1, 2, 4, 8)), call, reset)
+    return dict(out, shape=dict(heads_v=c.lin_v_heads, heads_k=c.lin_k_heads, dk=c.lin_k_dim, dv=c.lin_v_dim, conv=c.conv_dim))
+
 def gdn_verify_rows(E, dev, T: int = 16) -> dict:
     "µs per `fused_gdn_verify` call (T rows, the one-chunk kernel + output kernel) by value columns per program and warps."
-    from effqwen.model import qwen35_config
-    from gluon_stream_probe import _chain_us
-    c = E.EngineConfig.from_hf(qwen35_config('qwen3.5-4b'))
-    dims = (c.conv_dim, c.key_dim, c.value_dim, c.lin_k_heads, c.lin_v_heads, c.lin_k_dim, c.lin_v_dim, c.rms_eps)
-    PS, Hv = c.conv_dim + c.value_dim + 2 * c.lin_v_heads, c.lin_v_heads
-    torch.manual_seed(0)
-    proj = torch.randn(T, PS, device=dev, dtype=torch.bfloat16)
-    S = [torch.randn(Hv, c.lin_k_dim, c.lin_v_dim, device=dev) * 0.1 for _ in range(LAYERS)]
-    cb = [torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    g = _gdn_inputs(E, dev, T); c, Hv = g['c'], g['c'].lin_v_heads
     scr = [(torch.zeros(c.conv_dim, c.conv_kernel + T, device=dev, dtype=torch.bfloat16), torch.zeros(Hv, T, c.lin_k_dim, device=dev),
             torch.zeros(Hv, T, c.lin_v_dim, device=dev), torch.zeros(Hv, T, device=dev)) for _ in range(LAYERS)]
-    conv_w = torch.randn(c.conv_dim, c.conv_kernel, device=dev, dtype=torch.bfloat16) * 0.3
-    neg_a, dt_bias = -torch.rand(Hv, device=dev) * 4, torch.ones(Hv, device=dev, dtype=torch.bfloat16)
-    norm_w = torch.ones(c.lin_v_dim, device=dev, dtype=torch.bfloat16)
-    own = (E.GDN_VERIFY_BV or E.GDN_BV, E.GDN_VERIFY_WARPS)
-    out, ref = dict(rows=T, gdn_verify=E.GDN_VERIFY, default=f'bv{own[0]} w{own[1]}', configs={}), None
-    for bv, nw in [own] + [k for k in itertools.product((16, 32, 64), (2, 4, 8)) if k != own]:
-        try:
-            y = E.fused_gdn_verify(proj, cb[0], S[0], conv_w, neg_a, dt_bias, norm_w, dims, *scr[0], bv=bv, warps=nw); torch.cuda.synchronize()
-            got = (y.float().clone(), scr[0][2].clone())
-            if ref is None: ref = got
-            r = dict(max_abs_diff=max(float((a - b).abs().max()) for a, b in zip(got, ref)))
-            r['chain'] = _chain_us([lambda i=i: E.fused_gdn_verify(proj, cb[i], S[i], conv_w, neg_a, dt_bias, norm_w, dims, *scr[i], bv=bv, warps=nw)
-                                    for i in range(LAYERS)])
-        except Exception: r = dict(error=traceback.format_exc()[-600:])
-        out['configs'][f'bv{bv} w{nw}'] = r
-        print('gdn verify', bv, nw, r, flush=True)
-    ok = {k: v['chain'] for k, v in out['configs'].items() if v.get('max_abs_diff', 1) < 0.05}
-    if ok: out['best'] = min(ok, key=ok.get)
-    return out
+    def call(i, bv, nw):
+        y = E.fused_gdn_verify(g['proj'], g['cb'][i], g['S'][i], *g['w'][:3], g['w'][3], g['dims'], *scr[i], bv=bv, warps=nw)
+        return y, scr[i][2]
+    out = _sweep_bv_warps('gdn verify', (E.GDN_VERIFY_BV or E.GDN_BV, E.GDN_VERIFY_WARPS), itertools.product((16, 32, 64), (2, 4, 8)), call)
+    return dict(out, rows=T, gdn_verify=E.GDN_VERIFY)
 
 def run_gdn(out: str | None):
     "The GDN step sweep alone, written as gdn_decode_sweep_h200.json (the attention rows keep their own run)."
