@@ -799,8 +799,9 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
 GDN_VERIFY_WARPS = int(os.environ.get('EFFQWEN_GDN_VERIFY_WARPS', '4'))   # warps per program of the one-chunk verify kernel
 GDN_VERIFY_BV = int(os.environ.get('EFFQWEN_GDN_VERIFY_BV', '0'))   # its value columns per program (0: GDN_BV)
 GDN_VERIFY_XCAT = os.environ.get('EFFQWEN_GDN_VERIFY_XCAT', '0') == '1'   # fused verify: commit's xcat written by the output kernel's
-# extra programs, not by two torch copies per layer (48 kernels, ~100 µs of verify-16 at the 4B shape in
-# step_decode_profile_h200.json); checked under the interpreter, off until run on a GPU
+# extra programs, not by two torch copies per layer (step_decode_profile_h200.json's verify-16 at the 4B shape has 48 torch
+# elementwise kernels, ~100 µs: 2 per Gated-DeltaNet layer, these copies by count); checked under the interpreter, off until
+# run on a GPU
 GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
                        # 'fused' (the same function, token by token) or 'torch' (`gdn_verify`)
 
@@ -958,11 +959,15 @@ def _attn_tiles(D:int, device, T:int=1)->tuple:
     bl, ns = (ATTN_BL, ATTN_STAGES) if T == 1 else ATTN_VERIFY_TILES
     if device.type != 'cuda' or _INTERPRET: return bl, ns
     if device not in _SMEM: _SMEM[device] = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)['max_shared_mem']
-    while ns * 2 * bl * D * 2 > _SMEM[device] - 16384 and (ns > 2 or bl > 16):   # keys + values tiles per stage, bf16
+    return _fit_tiles(bl, ns, D, _SMEM[device])
+_SMEM: dict = {}
+
+def _fit_tiles(bl:int, ns:int, D:int, smem:int)->tuple:
+    "(BL, stages) whose bf16 key + value tiles fit `smem` bytes less 16 KB: stages down to 2 first, then keys down to 16."
+    while ns * 2 * bl * D * 2 > smem - 16384 and (ns > 2 or bl > 16):
         if ns > 2: ns -= 1
         else: bl //= 2
     return bl, ns
-_SMEM: dict = {}
 
 def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
