@@ -798,10 +798,10 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
 
 GDN_VERIFY_WARPS = int(os.environ.get('EFFQWEN_GDN_VERIFY_WARPS', '4'))   # warps per program of the one-chunk verify kernel
 GDN_VERIFY_BV = int(os.environ.get('EFFQWEN_GDN_VERIFY_BV', '0'))   # its value columns per program (0: GDN_BV)
-GDN_VERIFY_XCAT = os.environ.get('EFFQWEN_GDN_VERIFY_XCAT', '0') == '1'   # fused verify: commit's xcat written by the output kernel's
+GDN_VERIFY_XCAT = os.environ.get('EFFQWEN_GDN_VERIFY_XCAT', '1') == '1'   # fused verify: commit's xcat written by the output kernel's
 # extra programs, not by two torch copies per layer (step_decode_profile_h200.json's verify-16 at the 4B shape has 48 torch
-# elementwise kernels, ~100 µs: 2 per Gated-DeltaNet layer, these copies by count); checked under the interpreter, off until
-# run on a GPU
+# elementwise kernels, ~100 µs: 2 per Gated-DeltaNet layer, these copies by count). Checked under the interpreter and against
+# HF on the H200; step_gdn_xcat_ab_h200.json: verify-16 3.009 -> 2.981 ms at 8192 tokens, same tokens
 GDN_VERIFY = 'chunk'   # Gated-DeltaNet verify of the fused engine: 'chunk' (`fused_gdn_verify` with the one-chunk WY kernel),
                        # 'fused' (the same function, token by token) or 'torch' (`gdn_verify`)
 
@@ -1228,7 +1228,9 @@ def _attn_gate(proj, dims):
 DECODE_SWIGLU_MATVEC = os.environ.get('EFFQWEN_DECODE_SWIGLU_MATVEC', '0') == '1'   # decode: SwiGLU in the W4A16 down projection's loads
 FUSED_ARGMAX = os.environ.get('EFFQWEN_FUSED_ARGMAX', '1') == '1'   # fused engine: the step's argmax + bookkeeping in 2 kernels (`fused_argmax`)
 NORM_EPILOGUE = os.environ.get('EFFQWEN_NORM_EPILOGUE', '0') == '1'   # decode / verify: the add + RMSNorm after a W4A16 fragment
-# linear in that linear's epilogue (`effqwen.gluon.w4a16_fragment_add_norm`: the last CTA normalizes); off until measured on a GPU
+# linear in that linear's epilogue (`effqwen.gluon.w4a16_fragment_add_norm`: the last CTA normalizes). Off: its GPU tests pass,
+# but step_norm_epilogue_ab_h200.json measured it slower (decode 1.877 -> 2.325 ms, verify-16 3.062 -> 4.505 at 8192 tokens):
+# the last CTA's serial normalize and the counter's fences cost more than the 2 µs norm kernels they replace
 
 def _norm_epilogue_ok(m, v)->bool:
     "Can the linear m take the add + norm epilogue for input v (a W4A16 linear on the plain fragment copy, no bias, 1..16 bf16 rows)?"

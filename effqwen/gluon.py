@@ -429,7 +429,7 @@ def _launch_opts(x)->dict:
 _FRAG_TUNED: dict = {}   # (M ≤ 8, N, K) -> (WK, WM, DEPTH) picked by a sweep on this GPU model (`load_fragment_picks`)
 _FRAG_LOADED: set = set()   # CUDA devices whose GPU model's sweep has been looked for
 
-def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` result (or its path)
+def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` result, or the engine's picks (`profile_steps.py --only frag_picks_ab`), or its path
                         device_name:str, # the GPU the picks are for: a sweep of another GPU model is not used
                        )->int: # picks taken
     "The W4A16 fragment configs a sweep timed fastest in the engine's setting (back-to-back calls under PDL), per (M bucket, N, K)."
@@ -445,12 +445,12 @@ def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` 
     return n
 
 def _autoload_picks(device):
-    "Once per device: `data/results/kernel_stream_sweep_h200.json` (env EFFQWEN_FRAG_TUNE: another path, or 0 for none)."
+    "Once per device: `data/results/fragment_picks_h200.json`, the picks the engine's A/B took (env EFFQWEN_FRAG_TUNE: another file, e.g. a sweep, or 0 for none)."
     _FRAG_LOADED.add(device)
     p = os.environ.get('EFFQWEN_FRAG_TUNE')
     if p == '0': return
     from effqwen.core import repo_root
-    f = Path(p) if p else repo_root()/'data'/'results'/'kernel_stream_sweep_h200.json'
+    f = Path(p) if p else repo_root()/'data'/'results'/'fragment_picks_h200.json'
     try:
         if f.exists(): log.info('fragment picks from %s: %d', f, load_fragment_picks(str(f), torch.cuda.get_device_name(device)))
     except Exception as e: log.warning('fragment sweep %s not loaded: %s', f, e)

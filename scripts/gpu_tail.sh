@@ -4,12 +4,13 @@
 #   1. the fused argmax's GPU test (failed: EFFQWEN_FUSED_ARGMAX=0);
 #   2. GDN=1: the GDN decode-step and verify sweeps (`attn_decode_sweep.py gdn`; each fastest setting taken when 3% faster
 #      than the default);
-#   2b. SWEEP=1: the fragment kernel sweep (`gluon_stream_probe.py sweep`, WK 2/4/8 x WM 1/2 x DEPTH); the rest of the
-#      command takes its picks (EFFQWEN_FRAG_TUNE); commit the result for later runs;
+#   2b. SWEEP=1: the fragment kernel sweep (`gluon_stream_probe.py sweep`, WK 2/4/8 x WM 1/2 x DEPTH), then the engine's
+#      A/B of its picks against the rule and the committed sweeps (`profile_steps.py --only frag_picks_ab`); the rest of the
+#      command takes the A/B's fragment_picks_h200.json (EFFQWEN_FRAG_TUNE); commit both for later runs;
 #   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
 #      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
 #   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
-#      EFFQWEN_GDN_VERIFY_XCAT=1 when the test passed and verify-16 was faster with the same tokens;
+#      EFFQWEN_GDN_VERIFY_XCAT=1 when the test passed and verify-16 was faster with the same tokens, else 0 (default on);
 #   5. the engine's verify/commit-vs-HF test (failed: fused argmax off);
 #   6. latency_run.py with LAT_S seconds (default 330); LAT=0 stops before it and prints the settings taken (the stages
 #      above and the latency run together exceed one 10-minute command: run LAT=0 first, then the latency run alone with
@@ -18,14 +19,14 @@
 #   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
 L=$OUT/logs; mkdir -p $L
-take_faster() {  # take_faster PART LABEL STEP VAR: export VAR=1 when step_PART_h200.json's LABEL=1 was faster at STEP, same tokens
+take_faster() {  # take_faster PART LABEL STEP VAR: export VAR=1 when step_PART_h200.json's LABEL=1 was faster at STEP with the same tokens, else 0
   eval "$(python3 - "$OUT/data/results/step_$1_h200.json" "$@" <<'P'
 import json, sys
 f, part, label, step, var = sys.argv[1:]
 try: r = json.load(open(f))[part]
 except Exception: sys.exit()
 a, b, k = r['ms'].get(f'{label}=1', {}), r['ms'].get(f'{label}=0', {}), f'{step}_ms'
-if r.get('same_tokens') and k in a and k in b and a[k] < b[k]: print(f'export {var}=1')
+if k in a and k in b: print(f'export {var}={int(bool(r.get("same_tokens")) and a[k] < b[k])}')   # else the module default
 P
 )"
 }
@@ -45,8 +46,10 @@ for part, env in (('gdn', 'EFFQWEN_GDN'), ('gdn_verify', 'EFFQWEN_GDN_VERIFY')):
 P
 )"; grep -v Warn $L/gdn.log | tail -14; fi
 if [ "${SWEEP:-0}" = 1 ]; then   # the fragment kernel's (WK, WM, DEPTH) at the engine's shapes; the engine then takes its picks
-  timeout 300 python3 scripts/gluon_stream_probe.py sweep --out $OUT > $L/sweep.log 2>&1 && export EFFQWEN_FRAG_TUNE=$OUT/data/results/kernel_stream_sweep_h200.json
-  grep -E '^\{' $L/sweep.log | cut -c1-160; fi
+  timeout 300 python3 scripts/gluon_stream_probe.py sweep --out $OUT > $L/sweep.log 2>&1; grep -E '^\{' $L/sweep.log | cut -c1-160
+  # the engine's A/B between the rule, the committed sweeps and this one; per M bucket the fastest step's picks
+  FRAG_PICKS_AB=new=$OUT/data/results/kernel_stream_sweep_h200.json timeout 200 python3 scripts/profile_steps.py --only frag_picks_ab --out $OUT > $L/picks.log 2>&1 \
+    && export EFFQWEN_FRAG_TUNE=$OUT/data/results/fragment_picks_h200.json; grep -E 'picks=|taken' $L/picks.log; fi
 if [ "${NORM:-1}" = 1 ]; then
   ok=1
   timeout 150 python3 -m pytest -q tests/test_gluon.py -k add_norm > $L/norm_kernel.log 2>&1 || { echo "NORM EPILOGUE KERNEL TEST FAILED"; ok=0; }
@@ -60,7 +63,7 @@ if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: t
   if EFFQWEN_GDN_VERIFY_XCAT=1 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/xcat_engine.log 2>&1; then
     timeout 200 python3 scripts/profile_steps.py --only gdn_xcat_ab --out $OUT > $L/xcat_ab.log 2>&1
     take_faster gdn_xcat_ab gdn_xcat verify EFFQWEN_GDN_VERIFY_XCAT; grep -E "gdn_xcat=" $L/xcat_ab.log
-  else echo "GDN XCAT ENGINE TEST FAILED"; tail -n 3 $L/xcat_engine.log; fi
+  else echo "GDN XCAT ENGINE TEST FAILED: off"; export EFFQWEN_GDN_VERIFY_XCAT=0; tail -n 3 $L/xcat_engine.log; fi
 fi
 echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }

@@ -7,12 +7,13 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, gdn_xcat_ab, pdl_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
 import argparse, json, os, re, time
 from collections import defaultdict
+from pathlib import Path
 import torch
 
 DEV = os.environ.get('DEV', 'cuda'); TINY = bool(os.environ.get('TINY'))
@@ -156,6 +157,36 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
            for k, d in ts.items()}
     for k, v in out.items(): print(k, {a: b for a, b in v.items() if not a.endswith('rounds_ms')}, flush=True)
     return dict(ms=out, same_tokens=len(toks) == len(settings) and len({tuple(t) for t in toks.values()}) == 1)
+
+def frag_picks_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the W4A16 fragment kernels' (WK, WM, DEPTH) from the built-in rule (`picks=rule`) and from
+    each fragment sweep in data/results (`kernel_stream_sweep_h200*.json`, plus 'name=path,...' in env FRAG_PICKS_AB).
+    A sweep times each product alone; the engine runs them back to back under PDL, so its picks are checked here.
+    Per M bucket the setting with the fastest step is taken (decode for M ≤ 8, verify-16 for M = 16) and its rows are
+    written to data/results/fragment_picks_h200.json, the file the engine loads (`effqwen.gluon._autoload_picks`)."""
+    import effqwen.gluon as G
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    from effqwen.core import repo_root, write_result
+    files = {f.stem.removeprefix('kernel_stream_sweep_h200').lstrip('_') or 'sweep': str(f)
+             for f in sorted((repo_root()/'data'/'results').glob('kernel_stream_sweep_h200*.json'))}
+    files |= dict(kv.split('=', 1) for kv in os.environ.get('FRAG_PICKS_AB', '').split(',') if kv)
+    own, dev = dict(G._FRAG_TUNED), torch.cuda.get_device_name()
+    def use(f):
+        G._FRAG_TUNED.clear()
+        if f: print('picks', f, G.load_fragment_picks(f, dev), flush=True)
+    try: r = steps_ab(eng, ids, {'picks=rule': lambda: use(None)} | {f'picks={k}': (lambda f=f: use(f)) for k, f in files.items()})
+    finally: G._FRAG_TUNED.clear(); G._FRAG_TUNED.update(own); eng._capture()
+    ok = {k: v for k, v in r['ms'].items() if 'decode_ms' in v}
+    chosen, rows = {}, []
+    for bucket, step, small in (('M<=8', 'decode_ms', True), ('M>8', 'verify_ms', False)):
+        k = chosen[bucket] = min(ok, key=lambda k: ok[k][step])
+        if k != 'picks=rule':
+            rows += [x for x in json.loads(Path(files[k[6:]]).read_text())['rows'] if (x['M'] <= 8) == small and x.get('best')]
+    print('fragment picks taken:', chosen, flush=True)
+    write_result('fragment_picks_h200', dict(rows=rows, chosen=chosen, files=files, ab_ms=r['ms'], same_tokens=r['same_tokens'],
+                                             note='per M bucket, the fragment configs of the setting with the fastest engine step '
+                                                  '(scripts/profile_steps.py --only frag_picks_ab)'), 'gpu', device=DEV)
+    return dict(r, files=files, chosen=chosen)
 
 def pdl_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with programmatic dependent launch off and on (`effqwen.kernels.PDL`: the W4A16 kernels load
@@ -340,6 +371,7 @@ def main():
     ap.add_argument('--render', action='store_true'); ap.add_argument('--render-ab', action='store_true'); ap.add_argument('--render-decode', action='store_true')
     ap.add_argument('--only', default=None, help="comma list of parts to run (e.g. 'fragment_ab'); default: all")
     a = ap.parse_args(); t0 = time.time()
+    if a.out: os.environ['EFFQWEN_OUT'] = a.out      # every result of this run (the parts may write their own) goes under it
     if a.render: return render()
     if a.render_ab: return render_ab()
     if a.render_decode: return render_decode_profile()
@@ -390,7 +422,6 @@ def main():
     res['wall_s'] = time.time() - t0
     res['device'] = torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)'
     from effqwen.core import write_result
-    if a.out: os.environ['EFFQWEN_OUT'] = a.out
     print(write_result(f'{name}_h200' if not TINY else f'{name}_dryrun', res, 'gpu', device=DEV))
 
 if __name__ == '__main__': main()
