@@ -239,7 +239,8 @@ def save_figure(fig, name:str, profile:str|Profile)->list[Path]:
 def provenance_line(doc:dict)->str:
     "One-line caption naming where a result came from."
     p = doc['provenance']
-    return f"_profile `{p['profile']}`, git `{p['git_sha'][:12]}`, {p['device']}, {p['date']}_"
+    sha = p['git_sha'] if '+' in p['git_sha'] else p['git_sha'][:12]   # a sha with a '+' note (a run of uncommitted settings) in full
+    return f"_profile `{p['profile']}`, git `{sha}`, {p['device']}, {p['date']}_"
 
 # %% ../nbs/00_core.ipynb #7571f76a
 def rel_error(out, ref)->float:
