@@ -20,14 +20,14 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
            'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket',
-           'prefill_recorded', 'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps',
-           'reference_drafter_config', 'benchmark_latency']
+           'NORM_SPLIT', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
+           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1243,6 +1243,29 @@ def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
     from effqwen.gluon import w4a16_fragment_add_norm
     return w4a16_fragment_add_norm(v, m.weight_fragment, m.weight_scale, x, w, eps, offset, scratch)
 
+NORM_SPLIT = os.environ.get('EFFQWEN_NORM_SPLIT', '0') == '1'   # decode / verify: the add + RMSNorm between two W4A16 fragment
+# linears split over them: the first adds its product to the residual and writes per-CTA sums of squares (`w4a16_fragment_add_ss`),
+# the second normalizes its input as it loads it (`norm_in`); no norm kernel, no counter, no fence. Off until measured on a GPU
+
+def _norm_in_ok(m, v)->bool:
+    "Can the linear m read its input as a residual stream and normalize it itself (`NORM_SPLIT`; v: the product's input before)?"
+    from effqwen.kernels import W4A16Linear
+    return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and m.bias is None
+            and v.is_cuda and v.dtype == torch.bfloat16 and v.dim() == 2 and v.shape[0] <= 16)
+
+def _add_ss_fragment(m, v, x, w, eps, offset, ss):
+    "(x + m(v), (x + m(v), NormIn)): the residual, and the next linear's input as a residual stream and its norm (`NORM_SPLIT`)."
+    from effqwen.gluon import w4a16_fragment_add_ss
+    xo, n = w4a16_fragment_add_ss(v, m.weight_fragment, m.weight_scale, x, ss, w, eps, offset)
+    return xo, (xo, n)
+
+def _norm_in_linear(m, h):
+    "m of h, where h is a plain input or (residual stream, NormIn) from `_add_ss_fragment` (the SwiGLU epilogue's copy: silu(gate) · up)."
+    if not isinstance(h, tuple): return m.forward_swiglu_out(h) if getattr(m, 'fragment_swiglu', False) else m(h)
+    from effqwen.gluon import w4a16_fragment_matmul
+    return w4a16_fragment_matmul(h[0], m.weight_fragment, m.fragment_scale if m.fragment_swiglu else m.weight_scale,
+                                 swiglu_out=m.fragment_swiglu, norm_in=h[1])
+
 def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
          n_real:torch.Tensor|None=None, # prefill of a padded prompt (fused path): (1,) device count of its real rows
         ):
@@ -1263,10 +1286,14 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     epi = mode != 'prefill' and NORM_EPILOGUE                                     # (`_norm_epilogue_ok`: fragment linears on a GPU)
-    def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE`)
-        return (m, v) if epi and _norm_epilogue_ok(m, v) else lin(m, v)
-    def addnorm(x, p, w):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the norm with w
-        if isinstance(p, tuple): return _add_norm_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm)
+    split = mode != 'prefill' and NORM_SPLIT                                      # (`_norm_in_ok`: the linear after the norm too)
+    def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE` / `NORM_SPLIT`)
+        return (m, v) if (epi or split) and _norm_epilogue_ok(m, v) else lin(m, v)
+    def addnorm(x, p, w, nxt=None):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the
+        if isinstance(p, tuple):      # norm with w; with NORM_SPLIT, h is (x, NormIn) for nxt, the linear after the norm, to normalize
+            if split and nxt is not None and _norm_in_ok(nxt, p[1]): return _add_ss_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm[0])
+            if epi: return _add_norm_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm)
+            p = lin(*p)
         return norm(x, p, w)
     ahead = _DequantAhead.for_prefill(self, T) if PREFILL_DEQUANT_AHEAD and mode == 'prefill' else None
     if ahead is not None: lin = lambda m, v: _prefill_linear(m, v, ws[id(m)])
@@ -1274,9 +1301,9 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)
-        x, h = addnorm(x, pending, L.in_w)
+        x, h = addnorm(x, pending, L.in_w, L.proj)
         if i - 1 in self.tap_layers: taps[i - 1] = x
-        proj = lin(L.proj, h)
+        proj = _norm_in_linear(L.proj, h) if isinstance(h, tuple) else lin(L.proj, h)
         if L.kind == 'linear_attention':
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva, self.recurrent_rule, n_real) if fz else gdn_prefill(*args, self.chunk_rule)
@@ -1298,10 +1325,11 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             o = (attn_prefill(q, k, v, L.kc, L.vc, scale) if mode == 'prefill' else
                  attn_cache(q, k, v, L.kc, L.vc, self.pos, scale))
             y = f['gated'](o, g)
-        x, h = addnorm(x, product(L.out, y), L.post_w)
-        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = product(L.mlp_out, L.mlp_in.forward_swiglu_out(h))
-        elif swiglu_mv and L.swiglu_mv: pending = L.mlp_out.forward_swiglu(lin(L.mlp_in, h))
-        else: pending = product(L.mlp_out, act(lin(L.mlp_in, h)))
+        x, h = addnorm(x, product(L.out, y), L.post_w, L.mlp_in)
+        if mode != 'prefill' and getattr(L.mlp_in, 'fragment_swiglu', False): pending = product(L.mlp_out, _norm_in_linear(L.mlp_in, h))
+        else:
+            gu = _norm_in_linear(L.mlp_in, h) if isinstance(h, tuple) else lin(L.mlp_in, h)
+            pending = L.mlp_out.forward_swiglu(gu) if swiglu_mv and L.swiglu_mv else product(L.mlp_out, act(gu))
     x, h = addnorm(x, pending, self.final_norm)
     taps[c.n_layers - 1] = x
     if self.tap_layers:

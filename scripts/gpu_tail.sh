@@ -7,14 +7,15 @@
 #   2b. SWEEP=1: the fragment kernel sweep (`gluon_stream_probe.py sweep`, WK 2/4/8 x WM 1/2 x DEPTH), then the engine's
 #      A/B of its picks against the rule and the committed sweeps (`profile_steps.py --only frag_picks_ab`); the rest of the
 #      command takes the A/B's fragment_picks_h200.json (EFFQWEN_FRAG_TUNE); commit both for later runs;
-#   3. NORM=1 (default): the add + RMSNorm epilogue's kernel test and engine-vs-HF test, then its decode / verify A/B
-#      (`profile_steps.py --only norm_epilogue_ab`): EFFQWEN_NORM_EPILOGUE=1 when both passed and decode was faster;
+#   3. SPLIT=1 (default): the add + RMSNorm split over the linears around it (NORM_SPLIT): its kernel test and engine-vs-HF
+#      test, then its A/B (`--only norm_split_ab`): EFFQWEN_NORM_SPLIT=1 when both passed and decode was faster, same tokens;
+#   3b. NORM=1 (off by default: measured slower in session 17): the same for the add + RMSNorm epilogue (NORM_EPILOGUE);
 #   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
 #      EFFQWEN_GDN_VERIFY_XCAT=1 when the test passed and verify-16 was faster with the same tokens, else 0 (default on);
 #   5. the engine's verify/commit-vs-HF test (failed: fused argmax off);
 #   6. latency_run.py with LAT_S seconds (default 330); LAT=0 stops before it and prints the settings taken (the stages
 #      above and the latency run together exceed one 10-minute command: run LAT=0 first, then the latency run alone with
-#      those exports and NORM=0 XCAT=0).
+#      those exports and SPLIT=0 XCAT=0).
 # Session 16 ran it with the GDN sweep, before the norm and xcat stages were written (after its last GPU minutes).
 #   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
@@ -50,7 +51,16 @@ if [ "${SWEEP:-0}" = 1 ]; then   # the fragment kernel's (WK, WM, DEPTH) at the 
   # the engine's A/B between the rule, the committed sweeps and this one; per M bucket the fastest step's picks
   FRAG_PICKS_AB=new=$OUT/data/results/kernel_stream_sweep_h200.json timeout 200 python3 scripts/profile_steps.py --only frag_picks_ab --out $OUT > $L/picks.log 2>&1 \
     && export EFFQWEN_FRAG_TUNE=$OUT/data/results/fragment_picks_h200.json; grep -E 'picks=|taken' $L/picks.log; fi
-if [ "${NORM:-1}" = 1 ]; then
+if [ "${SPLIT:-1}" = 1 ]; then   # the add + RMSNorm split over the linears around it: kernel test, engine-vs-HF test, then its A/B
+  ok=1
+  timeout 200 python3 -m pytest -q tests/test_gluon.py -k add_ss_then_norm_in > $L/split_kernel.log 2>&1 || { echo "NORM SPLIT KERNEL TEST FAILED"; ok=0; }
+  [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_split" > $L/split_engine.log 2>&1 || { echo "NORM SPLIT ENGINE TEST FAILED"; ok=0; }; }
+  if [ $ok = 1 ]; then
+    timeout 200 python3 scripts/profile_steps.py --only norm_split_ab --out $OUT > $L/split_ab.log 2>&1
+    take_faster norm_split_ab norm_split decode EFFQWEN_NORM_SPLIT; grep -E "norm_split=" $L/split_ab.log; fi
+  for f in $L/split_kernel.log $L/split_engine.log; do [ -f $f ] && tail -n 2 $f; done
+fi
+if [ "${NORM:-0}" = 1 ]; then
   ok=1
   timeout 150 python3 -m pytest -q tests/test_gluon.py -k add_norm > $L/norm_kernel.log 2>&1 || { echo "NORM EPILOGUE KERNEL TEST FAILED"; ok=0; }
   [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_epilogue" > $L/norm_engine.log 2>&1 || { echo "NORM EPILOGUE ENGINE TEST FAILED"; ok=0; }; }
@@ -65,8 +75,8 @@ if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: t
     take_faster gdn_xcat_ab gdn_xcat verify EFFQWEN_GDN_VERIFY_XCAT; grep -E "gdn_xcat=" $L/xcat_ab.log
   else echo "GDN XCAT ENGINE TEST FAILED: off"; export EFFQWEN_GDN_VERIFY_XCAT=0; tail -n 3 $L/xcat_engine.log; fi
 fi
-echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"
+echo "gdn: ${EFFQWEN_GDN_BV:-default} ${EFFQWEN_GDN_WARPS:-default}; fused argmax: ${EFFQWEN_FUSED_ARGMAX:-default}; norm epilogue: ${EFFQWEN_NORM_EPILOGUE:-default}; norm split: ${EFFQWEN_NORM_SPLIT:-default}; gdn xcat: ${EFFQWEN_GDN_VERIFY_XCAT:-default}"
 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/engine.log 2>&1 || { echo "ENGINE TEST FAILED: fused argmax off"; export EFFQWEN_FUSED_ARGMAX=0; }
 for f in $L/argmax.log $L/engine.log; do tail -n 2 $f; done
-[ "${LAT:-1}" = 0 ] && { env | grep -E '^EFFQWEN_(FUSED_ARGMAX|GDN_BV|GDN_WARPS|GDN_VERIFY_BV|GDN_VERIFY_WARPS|NORM_EPILOGUE|GDN_VERIFY_XCAT)=' | sed 's/^/export /'; exit 0; }
+[ "${LAT:-1}" = 0 ] && { env | grep -E '^EFFQWEN_(FUSED_ARGMAX|GDN_BV|GDN_WARPS|GDN_VERIFY_BV|GDN_VERIFY_WARPS|NORM_EPILOGUE|NORM_SPLIT|GDN_VERIFY_XCAT)=' | sed 's/^/export /'; exit 0; }
 timeout ${LAT_S:-330} python3 scripts/latency_run.py $(( ${LAT_S:-330} - 20 )) > $L/lat.log 2>&1; grep -E "decode|greedy|W4 vs" $L/lat.log | head -30

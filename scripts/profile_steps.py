@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -246,6 +246,12 @@ def norm_epilogue_ab(eng, ids) -> dict|None:
     before it (`NORM_EPILOGUE`: attention / Gated-DeltaNet output and MLP down projections; the last CTA normalizes)."""
     return flag_ab(eng, ids, 'NORM_EPILOGUE', 'norm_epilogue', gluon=True)
 
+def norm_split_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the add + RMSNorm as its own kernel and split between the W4A16 fragment linears around
+    it (`NORM_SPLIT`: the output / down projection adds to the residual and writes per-CTA sums of squares, the next
+    projection normalizes its input as it loads it)."""
+    return flag_ab(eng, ids, 'NORM_SPLIT', 'norm_split', gluon=True)
+
 def gdn_xcat_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with commit's xcat filled by two torch copies per Gated-DeltaNet layer and by the verify
     output kernel's extra programs (`GDN_VERIFY_XCAT`; verify only: decode does not change)."""
@@ -404,6 +410,7 @@ def main():
         res['fragment_ab'] = fragment_ab(eng, ids)
         res['swiglu_epilogue_ab'] = swiglu_epilogue_ab(eng, ids)
         res['norm_epilogue_ab'] = norm_epilogue_ab(eng, ids)
+        res['norm_split_ab'] = norm_split_ab(eng, ids)
         res['gdn_xcat_ab'] = gdn_xcat_ab(eng, ids)
         res['prefill_idle'] = idle_gaps(lambda: eng.prefill(ids))
         if res['prefill_idle']: print('prefill idle', {k: v for k, v in res['prefill_idle'].items() if k != 'top'}, res['prefill_idle']['top'][:3], flush=True)

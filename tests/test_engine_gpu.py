@@ -83,18 +83,23 @@ def test_w4a16_engine_equals_hf_w4a16():
         ref, out = greedy_generate(m4, pr, 32), eng.generate(pr, 32)
         _agree_up_to_ties(m4, pr, out, ref)
 
-@pytest.mark.parametrize('swiglu_epilogue,norm_epilogue', [pytest.param(False, False, id='plain'), pytest.param(True, False, id='swiglu_epilogue'),
-                                                            pytest.param(True, True, id='norm_epilogue')])
-def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, norm_epilogue, monkeypatch):
+@pytest.mark.parametrize('swiglu_epilogue,norm_epilogue,norm_split', [pytest.param(False, False, False, id='plain'),
+                                                                       pytest.param(True, False, False, id='swiglu_epilogue'),
+                                                                       pytest.param(True, True, False, id='norm_epilogue'),
+                                                                       pytest.param(True, False, True, id='norm_split'),
+                                                                       pytest.param(False, False, True, id='norm_split_plain_mlp')])
+def test_w4a16_fragment_engine_equals_hf_w4a16(swiglu_epilogue, norm_epilogue, norm_split, monkeypatch):
     """The engine with its W4A16 linears on the Gluon fragment kernels (`Engine.use_fragment`; group 128 and dims the
     kernels take: a tiny Qwen3.5 widened to 256) generates HF's W4A16 greedy tokens, up to rounding ties; also with the
-    SwiGLU in the gate+up kernel's epilogue (`SWIGLU_EPILOGUE`) and the add + RMSNorm in the output / down projections'
-    (`NORM_EPILOGUE`); and the verify-16 step's logits close to HF's on the same block (bf16: 3e-2 relative)."""
+    SwiGLU in the gate+up kernel's epilogue (`SWIGLU_EPILOGUE`), the add + RMSNorm in the output / down projections'
+    (`NORM_EPILOGUE`), or split between them and the next projection (`NORM_SPLIT`); and the verify-16 step's logits
+    close to HF's on the same block (bf16: 3e-2 relative)."""
     import effqwen.gluon as G
     if G.gluon is None: pytest.skip(f'no Gluon: {G._GLUON_ERR}')
     import effqwen.engine as E
     from effqwen.engine import Engine
     monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', swiglu_epilogue); monkeypatch.setattr(E, 'NORM_EPILOGUE', norm_epilogue)
+    monkeypatch.setattr(E, 'NORM_SPLIT', norm_split)
     from effqwen.kernels import W4A16Linear, replace_linears
     m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
                     linear_key_head_dim=64, linear_value_head_dim=64).cuda()

@@ -140,6 +140,37 @@ def test_engine_norm_epilogue_plumbing_on_cpu(monkeypatch):
     check_marlin(out[True][0], out[False][0], 1e-4); check_marlin(out[True][1], out[False][1], 1e-4)
     assert torch.equal(out[True][0].argmax(-1), out[False][0].argmax(-1))
 
+@pytest.mark.parametrize('swiglu', [False, True])
+def test_engine_norm_split_plumbing_on_cpu(monkeypatch, swiglu):
+    """`NORM_SPLIT` hands each layer's output and down projections to `w4a16_fragment_add_ss` and the input / MLP
+    projections after them to `w4a16_fragment_matmul(norm_in=)` in decode / verify (prefill keeps the norm kernels; the
+    final norm before the head stays a kernel). On a CPU the checks that admit the linears are widened to CPU tensors,
+    so the functions' torch references run in their place: the tokens and logits must not change; with and without
+    the SwiGLU epilogue's copy of the gate+up projection."""
+    import effqwen.engine as E
+    from effqwen.model import tiny_qwen35
+    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
+                    linear_key_head_dim=64, linear_value_head_dim=64)
+    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
+    pr, blk, out, calls = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}, []
+    own_ss, own_mm = E._add_ss_fragment, G.w4a16_fragment_matmul
+    ok = lambda m, v: isinstance(m, K.W4A16Linear) and m.weight_fragment is not None and m.bias is None and v.shape[0] <= 16
+    monkeypatch.setattr(E, '_norm_epilogue_ok', ok); monkeypatch.setattr(E, '_norm_in_ok', ok)
+    monkeypatch.setattr(E, '_add_ss_fragment', lambda *a: calls.append('ss') or own_ss(*a))
+    monkeypatch.setattr(G, 'w4a16_fragment_matmul', lambda *a, **k: (calls.append('in') if k.get('norm_in') is not None else None) or own_mm(*a, **k))
+    monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', swiglu)
+    for on in (False, True):
+        monkeypatch.setattr(E, 'NORM_SPLIT', on)
+        eng = E.Engine(m, max_seq_len=48, convert=mk, fused=False); eng.use_fragment(True)
+        calls.clear(); eng.prefill(pr); assert not calls                      # prefill: the norm kernels
+        out[on] = torch.stack([eng.decode_one_token().clone() for _ in range(4)]), eng.verify(blk).clone()
+        frag = lambda l: getattr(l, 'weight_fragment', None) is not None       # (the tiny GDN in_proj has no fragment copy: N % 16)
+        n = 5 * (sum(frag(L.proj) for L in eng.layers[1:]) + sum(frag(L.mlp_in) for L in eng.layers)) if on else 0   # 4 decodes + 1 verify
+        assert not on or 0 < n < 5 * (2 * len(eng.layers) - 1)               # both the split and the fallback (norm kernel) run
+        assert calls.count('ss') == n and calls.count('in') == n, (calls.count('ss'), calls.count('in'), n)
+    check_marlin(out[True][0], out[False][0], 1e-4); check_marlin(out[True][1], out[False][1], 1e-4)
+    assert torch.equal(out[True][0].argmax(-1), out[False][0].argmax(-1))
+
 def test_add_norm_reference_on_cpu():
     """`w4a16_fragment_add_norm` on a CPU: the product, then the engine's add + RMSNorm (`effqwen.engine.add_rms_norm`,
     Qwen3.5's (1 + w) and Llama's forms); bad shapes raise."""
@@ -176,6 +207,52 @@ def test_w4_add_norm_epilogue_equals_product_then_norm_kernel(M, cfg):
             assert torch.equal(xo, xr) and int(scr[1].item()) == 0
             d = (h.float() - hr.float()).abs()
             assert bool((d <= hr.float().abs() * 2 ** -7 + 1e-6).all()), float(d.max())
+
+def test_add_ss_norm_in_reference_on_cpu():
+    """`w4a16_fragment_add_ss` then `w4a16_fragment_matmul(norm_in=)` on a CPU: the same as the product, the engine's add
+    + RMSNorm, then the next product (Qwen3.5's (1 + w) and Llama's forms), also with the SwiGLU epilogue; bad input raises."""
+    from effqwen.engine import add_rms_norm
+    torch.manual_seed(0)
+    wp, wp2 = K.pack_int4(torch.randint(-8, 8, (128, 256))), K.pack_int4(torch.randint(-8, 8, (64, 128)))
+    s, s2 = torch.rand(128, 2) * 0.02 + 0.002, torch.rand(64, 1) * 0.02 + 0.002
+    words, words2, x, r = G.w4_to_fragment(wp), G.w4_to_fragment(wp2), torch.randn(3, 256), torch.randn(3, 128)
+    y, ss = G.w4a16_fragment_matmul(x, words, s), torch.empty(16)
+    for offset, w in ((True, 1 + torch.randn(128) * 0.1), (False, torch.rand(128))):
+        xo, n = G.w4a16_fragment_add_ss(x, words, s, r, ss, w, 1e-6, offset)
+        xr, hr = add_rms_norm(r, y, w, 1e-6, offset)
+        check_marlin(xo, xr, 1e-6)
+        check_marlin(G.w4a16_fragment_matmul(xo, words2, s2, norm_in=n), G.w4a16_fragment_matmul(hr, words2, s2), 1e-5)
+        check_marlin(G.w4a16_fragment_matmul(xo, words2, s2, swiglu_out=True, norm_in=n), G.w4a16_fragment_matmul(hr, words2, s2, swiglu_out=True), 1e-5)
+    with pytest.raises(ValueError, match='residual'): G.w4a16_fragment_add_ss(x, words, s, r[:, :32], ss, w, 1e-6, True)
+    with pytest.raises(ValueError, match='norm_in weight'): G.w4a16_fragment_matmul(xo, words2, s2, norm_in=n._replace(weight=w[:64]))
+    with pytest.raises(ValueError, match='NormIn'): G.w4a16_fragment_matmul(xo, words2, s2, norm_in=(ss, 1, w, 1e-6, True))
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), (2, 2, 0), (4, 1, 2), None])
+def test_w4_add_ss_then_norm_in_equals_norm_kernel(M, cfg):
+    """The add + sums-of-squares epilogue, then the next product normalizing its input (NORM_IN), against the fragment
+    kernel, the engine's norm kernel and the fragment kernel: the new residual bit for bit; the next product within
+    Marlin's error of the unfused one (the sum of squares is added in another order, so a normalized value may round
+    to the neighbouring bf16); plain and with the SwiGLU epilogue; twice in a row with new inputs."""
+    from effqwen.engine import fused_add_rms_norm
+    torch.manual_seed(0)
+    N, Kd, N2 = 2560, 4096, 1024
+    wp, wp2 = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda')), K.pack_int4(torch.randint(-8, 8, (N2, N), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    s2 = (torch.rand(N2, N // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    words, words2, ss = G.w4_to_fragment(wp), G.w4_to_fragment(wp2), torch.empty(N, device='cuda')
+    cfg2 = None if cfg is None or cfg[0] == 8 else cfg                        # (K = 2560 takes WK ≤ 4)
+    for offset in (True, False):
+        for _ in range(2):
+            x, r = torch.randn(M, Kd, device='cuda').to(torch.bfloat16), torch.randn(M, N, device='cuda').to(torch.bfloat16)
+            w = (1 + 0.1 * torch.randn(N, device='cuda')) if offset else torch.rand(N, device='cuda').to(torch.bfloat16)
+            xo, n = G.w4a16_fragment_add_ss(x, words, s, r, ss, w, 1e-6, offset, cfg)
+            xr, hr = fused_add_rms_norm(r, G.w4a16_fragment_matmul(x, words, s, cfg), w, 1e-6, offset)
+            assert torch.equal(xo, xr)
+            check_marlin(G.w4a16_fragment_matmul(xo, words2, s2, cfg2, norm_in=n), G.w4a16_fragment_matmul(hr, words2, s2, cfg2), 1e-3)
+            check_marlin(G.w4a16_fragment_matmul(xo, words2, s2, cfg2, swiglu_out=True, norm_in=n),
+                         G.w4a16_fragment_matmul(hr, words2, s2, cfg2, swiglu_out=True), 1e-3)
 
 @gpu
 def test_modules_on_gpu_match_library_path():
