@@ -51,24 +51,19 @@ if [ "${SWEEP:-0}" = 1 ]; then   # the fragment kernel's (WK, WM, DEPTH) at the 
   # the engine's A/B between the rule, the committed sweeps and this one; per M bucket the fastest step's picks
   FRAG_PICKS_AB=new=$OUT/data/results/kernel_stream_sweep_h200.json timeout 200 python3 scripts/profile_steps.py --only frag_picks_ab --out $OUT > $L/picks.log 2>&1 \
     && export EFFQWEN_FRAG_TUNE=$OUT/data/results/fragment_picks_h200.json; grep -E 'picks=|taken' $L/picks.log; fi
-if [ "${SPLIT:-1}" = 1 ]; then   # the add + RMSNorm split over the linears around it: kernel test, engine-vs-HF test, then its A/B
-  ok=1
-  timeout 200 python3 -m pytest -q tests/test_gluon.py -k add_ss_then_norm_in > $L/split_kernel.log 2>&1 || { echo "NORM SPLIT KERNEL TEST FAILED"; ok=0; }
-  [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_split" > $L/split_engine.log 2>&1 || { echo "NORM SPLIT ENGINE TEST FAILED"; ok=0; }; }
+tested_ab() {  # tested_ab NAME KERNEL_TESTS ENGINE_TESTS LABEL VAR: the kernel's GPU tests, the engine-vs-HF test with it, then
+  # its step A/B (profile_steps --only LABEL_ab): VAR=1 when both passed and decode was faster with the same tokens
+  local n=$1 ok=1
+  timeout 200 python3 -m pytest -q tests/test_gluon.py -k "$2" > $L/${n}_kernel.log 2>&1 || { echo "$n KERNEL TEST FAILED"; ok=0; }
+  [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "$3" > $L/${n}_engine.log 2>&1 || { echo "$n ENGINE TEST FAILED"; ok=0; }; }
   if [ $ok = 1 ]; then
-    timeout 200 python3 scripts/profile_steps.py --only norm_split_ab --out $OUT > $L/split_ab.log 2>&1
-    take_faster norm_split_ab norm_split decode EFFQWEN_NORM_SPLIT; grep -E "norm_split=" $L/split_ab.log; fi
-  for f in $L/split_kernel.log $L/split_engine.log; do [ -f $f ] && tail -n 2 $f; done
-fi
-if [ "${NORM:-0}" = 1 ]; then
-  ok=1
-  timeout 150 python3 -m pytest -q tests/test_gluon.py -k add_norm > $L/norm_kernel.log 2>&1 || { echo "NORM EPILOGUE KERNEL TEST FAILED"; ok=0; }
-  [ $ok = 1 ] && { timeout 200 python3 -m pytest -q -x tests/test_engine_gpu.py -k "fragment and norm_epilogue" > $L/norm_engine.log 2>&1 || { echo "NORM EPILOGUE ENGINE TEST FAILED"; ok=0; }; }
-  if [ $ok = 1 ]; then
-    timeout 200 python3 scripts/profile_steps.py --only norm_epilogue_ab --out $OUT > $L/norm_ab.log 2>&1
-    take_faster norm_epilogue_ab norm_epilogue decode EFFQWEN_NORM_EPILOGUE; grep -E "norm_epilogue=" $L/norm_ab.log; fi
-  for f in $L/norm_kernel.log $L/norm_engine.log; do [ -f $f ] && tail -n 2 $f; done
-fi
+    timeout 200 python3 scripts/profile_steps.py --only $4_ab --out $OUT > $L/${n}_ab.log 2>&1
+    take_faster $4_ab $4 decode $5; grep -E "$4=" $L/${n}_ab.log; fi
+  for f in $L/${n}_kernel.log $L/${n}_engine.log; do [ -f $f ] && tail -n 2 $f; done
+}
+# the add + RMSNorm split over the linears around it (NORM_SPLIT); the add + RMSNorm epilogue (NORM_EPILOGUE, off: slower)
+[ "${SPLIT:-1}" = 1 ] && tested_ab split add_ss_then_norm_in "fragment and norm_split" norm_split EFFQWEN_NORM_SPLIT
+[ "${NORM:-0}" = 1 ] && tested_ab norm add_norm "fragment and norm_epilogue" norm_epilogue EFFQWEN_NORM_EPILOGUE
 if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: the fused verify/commit test with it, then its A/B
   if EFFQWEN_GDN_VERIFY_XCAT=1 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/xcat_engine.log 2>&1; then
     timeout 200 python3 scripts/profile_steps.py --only gdn_xcat_ab --out $OUT > $L/xcat_ab.log 2>&1

@@ -229,7 +229,7 @@ def test_add_ss_norm_in_reference_on_cpu():
 
 @gpu
 @pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), (2, 2, 0), (4, 1, 2), None])
+@pytest.mark.parametrize('cfg', [(8, 1, 1), (4, 1, 0), (4, 1, 1), (2, 2, 0), (4, 1, 2), None])
 def test_w4_add_ss_then_norm_in_equals_norm_kernel(M, cfg):
     """The add + sums-of-squares epilogue, then the next product normalizing its input (NORM_IN), against the fragment
     kernel, the engine's norm kernel and the fragment kernel: the new residual bit for bit; the next product within
