@@ -12,7 +12,8 @@ three ways in one run:
 
     python scripts/gluon_stream_probe.py [--out DIR]   # GPU -> data/results/kernel_stream_probe_h200.json
     python scripts/gluon_stream_probe.py sweep [--out DIR]   # GPU -> data/results/kernel_stream_sweep_h200.json: the engine's
-                                                       # W4A16 shapes, every (WK, DEPTH) at M = 1 and 16, chain and chain + PDL only
+                                                       # W4A16 shapes, every (WK, WM, DEPTH) at M = 1 and 16, chain and chain + PDL only;
+                                                       # the engine takes picks only through `profile_steps.py --only frag_picks_ab`
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
