@@ -20,9 +20,9 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
            'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm',
-           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
-           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
+           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
+           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
            'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
            'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
            'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
@@ -1245,7 +1245,10 @@ def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
 
 NORM_SPLIT = os.environ.get('EFFQWEN_NORM_SPLIT', '0') == '1'   # decode / verify: the add + RMSNorm between two W4A16 fragment
 # linears split over them: the first adds its product to the residual and writes per-CTA sums of squares (`w4a16_fragment_add_ss`),
-# the second normalizes its input as it loads it (`norm_in`); no norm kernel, no counter, no fence. Off until measured on a GPU
+# the second normalizes its input as it loads it (`norm_in`); no norm kernel, no counter, no fence. Off until measured on a GPU.
+# The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): at 16 rows the normalizing loads cost registers (sm_90 offline compile,
+# gate+up config: 86 -> 113 per thread, 5 -> 4 CTAs per SM), at 1 row almost none (63 -> 65)
+NORM_SPLIT_STEPS = tuple(s for s in os.environ.get('EFFQWEN_NORM_SPLIT_STEPS', 'decode,verify').split(',') if s)
 
 def _norm_in_ok(m, v)->bool:
     "Can the linear m read its input as a residual stream and normalize it itself (`NORM_SPLIT`; v: the product's input before)?"
@@ -1286,7 +1289,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     taps, pending = {}, None
     swiglu_mv = fz and mode == 'decode' and DECODE_SWIGLU_MATVEC                   # SwiGLU inside the down projection's mat-vec
     epi = mode != 'prefill' and NORM_EPILOGUE                                     # (`_norm_epilogue_ok`: fragment linears on a GPU)
-    split = mode != 'prefill' and NORM_SPLIT                                      # (`_norm_in_ok`: the linear after the norm too)
+    split = NORM_SPLIT and mode in NORM_SPLIT_STEPS                               # (`_norm_in_ok`: the linear after the norm too)
     def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE` / `NORM_SPLIT`)
         return (m, v) if (epi or split) and _norm_epilogue_ok(m, v) else lin(m, v)
     def addnorm(x, p, w, nxt=None):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the
