@@ -1232,11 +1232,16 @@ NORM_EPILOGUE = os.environ.get('EFFQWEN_NORM_EPILOGUE', '0') == '1'   # decode /
 # but step_norm_epilogue_ab_h200.json measured it slower (decode 1.877 -> 2.325 ms, verify-16 3.062 -> 4.505 at 8192 tokens):
 # the last CTA's serial normalize and the counter's fences cost more than the 2 µs norm kernels they replace
 
-def _norm_epilogue_ok(m, v)->bool:
-    "Can the linear m take the add + norm epilogue for input v (a W4A16 linear on the plain fragment copy, no bias, 1..16 bf16 rows)?"
+def _norm_in_ok(m, v)->bool:
+    """Does the linear m run a W4A16 fragment kernel for input v (fragment copy, no bias, 1..16 bf16 rows on a GPU)? Then it
+    can read its input as a residual stream and normalize it itself (`NORM_SPLIT`; v: its input, or the product's before)."""
     from effqwen.kernels import W4A16Linear
-    return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and not m.fragment_swiglu and m.bias is None
+    return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and m.bias is None
             and v.is_cuda and v.dtype == torch.bfloat16 and v.dim() == 2 and v.shape[0] <= 16)
+
+def _norm_epilogue_ok(m, v)->bool:
+    "Can the linear m take an add epilogue (`NORM_EPILOGUE`, `NORM_SPLIT`) for input v: `_norm_in_ok` on the plain fragment copy?"
+    return _norm_in_ok(m, v) and not m.fragment_swiglu
 
 def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
     "x + m(v) and its RMSNorm with w from one fragment kernel (`effqwen.gluon.w4a16_fragment_add_norm`)."
@@ -1246,15 +1251,11 @@ def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
 NORM_SPLIT = os.environ.get('EFFQWEN_NORM_SPLIT', '0') == '1'   # decode / verify: the add + RMSNorm between two W4A16 fragment
 # linears split over them: the first adds its product to the residual and writes per-CTA sums of squares (`w4a16_fragment_add_ss`),
 # the second normalizes its input as it loads it (`norm_in`); no norm kernel, no counter, no fence. Off until measured on a GPU.
-# The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): at 16 rows the normalizing loads cost registers (sm_90 offline compile,
-# gate+up config: 86 -> 113 per thread, 5 -> 4 CTAs per SM), at 1 row almost none (63 -> 65)
+# The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): at 16 rows the normalizing loads cost registers, at 1 row almost none
+# (sm_90 offline compile of the gate+up config, `effqwen.gluon.census(compile_offline('w4a16', 4, NT, 2560, PDL=True, NORM_IN=True))[2]`
+# against NORM_IN=False: NT = 16, 86 -> 112 per thread, 5 -> 4 CTAs per SM; NT = 8, 63 -> 66)
 NORM_SPLIT_STEPS = tuple(s for s in os.environ.get('EFFQWEN_NORM_SPLIT_STEPS', 'decode,verify').split(',') if s)
 
-def _norm_in_ok(m, v)->bool:
-    "Can the linear m read its input as a residual stream and normalize it itself (`NORM_SPLIT`; v: the product's input before)?"
-    from effqwen.kernels import W4A16Linear
-    return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and m.bias is None
-            and v.is_cuda and v.dtype == torch.bfloat16 and v.dim() == 2 and v.shape[0] <= 16)
 
 def _add_ss_fragment(m, v, x, w, eps, offset, ss):
     "(x + m(v), (x + m(v), NormIn)): the residual, and the next linear's input as a residual stream and its norm (`NORM_SPLIT`)."

@@ -626,27 +626,34 @@ def w4a16_fragment_add_ss(x:torch.Tensor, # (M, K) activations of the product (b
     product normalizes its input from them (`w4a16_fragment_matmul(norm_in=)`), so the add + RMSNorm between two
     products needs no kernel, no counter and no fence (the kernel boundary orders them). On a CPU: the torch reference,
     with the whole row's sum of squares as one 'CTA'."""
-    N = words.shape[0] * 16
-    if residual.shape != (x.shape[0], N) or norm_w.shape != (N,): raise ValueError(f'residual {tuple(residual.shape)} / norm_w {tuple(norm_w.shape)} must be ({x.shape[0]}, {N}) / ({N},)')
-    M = x.shape[0]; NT = 8 if M <= 8 else 16
+    xo, G = _add_product(x, words, scales, residual, norm_w, ss, config, lambda G, warps: dict(ADD_SS=True))
+    if G is None:                                                          # CPU: one 'CTA' with the whole row
+        M = x.shape[0]; ss[:8 if M <= 8 else 16].zero_(); ss[:M] = xo.float().pow(2).sum(-1); G = 1
+    return xo, NormIn(ss, G, norm_w, eps, offset)
+
+def _add_product(x, words, scales, residual, norm_w, ss, config, epilogue)->tuple:
+    """The product added to the residual stream by one fragment kernel whose epilogue also writes per-CTA sums of squares
+    to ss (`epilogue(G, warps)`: the kernel's further arguments, ADD_SS or ADD_NORM's), after the checks both callers
+    share; (x + xW, G CTAs). On a CPU: (the torch reference of x + xW, None)."""
+    N, M = words.shape[0] * 16, x.shape[0]
+    if residual.shape != (M, N) or norm_w.shape != (N,): raise ValueError(f'residual {tuple(residual.shape)} / norm_w {tuple(norm_w.shape)} must be ({M}, {N}) / ({N},)')
+    NT = 8 if M <= 8 else 16
     if not _use_kernel(x):
-        xo = (residual.float() + w4a16_fragment_matmul(x, words, scales, config).float()).to(residual.dtype)
-        if ss.numel() < NT: raise ValueError(f'ss has {ss.numel()} values, fewer than {NT}')
-        ss[:NT].zero_(); ss[:M] = xo.float().pow(2).sum(-1)
-        return xo, NormIn(ss, 1, norm_w, eps, offset)
+        if ss.numel() < NT: raise ValueError(f'sums-of-squares scratch of {ss.numel()} values is fewer than {NT}')
+        return (residual.float() + w4a16_fragment_matmul(x, words, scales, config).float()).to(residual.dtype), None
     K = words.shape[1] * 64
     _check_x(x, words, 'scales', scales, K)
     if residual.dtype != torch.bfloat16 or not residual.is_contiguous(): raise ValueError('residual must be a contiguous bf16 (M, N) tensor')
     WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
     if N % (16 * WM) or K % (128 * WK): raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K})')
-    G = N // (16 * WM)
-    if ss.dtype != torch.float32 or ss.numel() < G * NT: raise ValueError(f'ss must be float32 with at least {G} CTAs x {NT} = {G * NT} values')
+    G = N // (16 * WM)                                                     # CTAs
+    if ss.dtype != torch.float32 or ss.numel() < G * NT: raise ValueError(f'sums-of-squares scratch must be float32 with at least {G} CTAs x {NT} = {G * NT} values')
     xo = torch.empty_like(residual)
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
     LAST['kernel'] = w4_fragment_kernel[(G,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
-                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, ss_ptr=ss, ADD_SS=True,
-                                          num_warps=WK * WM, **_launch_opts(x))
-    return xo, NormIn(ss, G, norm_w, eps, offset)
+                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, ss_ptr=ss,
+                                          num_warps=WK * WM, **epilogue(G, WK * WM), **_launch_opts(x))
+    return xo, G
 
 def add_norm_scratch(N:int, device)->tuple:
     "Scratch of `w4a16_fragment_add_norm` for outputs of N features: per-CTA sums of squares and the CTAs' counter (zero)."
@@ -664,27 +671,14 @@ def w4a16_fragment_add_norm(x:torch.Tensor, # (M, K) activations of the product 
     """The product and the add + RMSNorm after it in one kernel (the W4A16 linear before a norm in a decode / verify
     step: attention / Gated-DeltaNet output, MLP down): each CTA adds its rows to the residual and writes their sums of
     squares; the last CTA to finish normalizes the whole row. On a CPU: the torch reference of the two steps."""
-    N = words.shape[0] * 16
-    if residual.shape != (x.shape[0], N) or norm_w.shape != (N,): raise ValueError(f'residual {tuple(residual.shape)} / norm_w {tuple(norm_w.shape)} must be ({x.shape[0]}, {N}) / ({N},)')
-    if not _use_kernel(x):
-        xo = (residual.float() + w4a16_fragment_matmul(x, words, scales, config).float()).to(residual.dtype)
+    ss, cnt = scratch if scratch is not None else add_norm_scratch(words.shape[0] * 16, x.device)
+    h = torch.empty_like(residual)
+    xo, G = _add_product(x, words, scales, residual, norm_w, ss, config,
+                         lambda G, warps: dict(nw_ptr=norm_w, h_ptr=h, cnt_ptr=cnt, eps=eps, ADD_NORM=True, OFFSET=offset,
+                                               NGP=_np2(G), TL=gl.BlockedLayout([4], [32], [warps], [0])))
+    if G is None:                                                          # CPU: the engine's add + RMSNorm in torch
         xf = xo.float(); n = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)
-        return xo, (n * norm_w.float() if offset else norm_w.float() * n.to(xo.dtype).float()).to(xo.dtype)
-    K, M = words.shape[1] * 64, x.shape[0]
-    _check_x(x, words, 'scales', scales, K)
-    if residual.dtype != torch.bfloat16 or not residual.is_contiguous(): raise ValueError('residual must be a contiguous bf16 (M, N) tensor')
-    WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
-    if N % (16 * WM) or K % (128 * WK): raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K})')
-    NT, G = (8 if M <= 8 else 16), N // (16 * WM)                    # token columns, CTAs
-    ss, cnt = scratch if scratch is not None else add_norm_scratch(N, x.device)
-    if ss.numel() < G * NT: raise ValueError(f'add-norm scratch of {ss.numel()} is too small for {G} CTAs x {NT} ({G * NT})')
-    xo, h = torch.empty_like(residual), torch.empty_like(residual)
-    MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
-    TL = gl.BlockedLayout([4], [32], [WK * WM], [0])
-    LAST['kernel'] = w4_fragment_kernel[(G,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
-                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, nw_ptr=norm_w, h_ptr=h, ss_ptr=ss,
-                                          cnt_ptr=cnt, eps=eps, ADD_NORM=True, OFFSET=offset, NGP=_np2(G), TL=TL,
-                                          num_warps=WK * WM, **_launch_opts(x))
+        h = (n * norm_w.float() if offset else norm_w.float() * n.to(xo.dtype).float()).to(xo.dtype)
     return xo, h
 
 def bcq_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU path)
