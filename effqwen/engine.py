@@ -1249,22 +1249,22 @@ def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
     return w4a16_fragment_add_norm(v, m.weight_fragment, m.weight_scale, x, w, eps, offset, scratch)
 
 NORM_SPLIT = os.environ.get('EFFQWEN_NORM_SPLIT', '0') == '1'   # decode / verify: the add + RMSNorm between two W4A16 fragment
-# linears split over them: the first adds its product to the residual and writes per-CTA sums of squares (`w4a16_fragment_add_ss`),
-# the second normalizes its input as it loads it (`norm_in`); no norm kernel, no counter, no fence. Off until measured on a GPU.
-# The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): at 16 rows the normalizing loads cost registers, at 1 row almost none
-# (sm_90 offline compile of the gate+up config, `effqwen.gluon.census(compile_offline('w4a16', 4, NT, 2560, PDL=True, NORM_IN=True))[2]`
-# against NORM_IN=False: NT = 16, 86 -> 112 per thread, 5 -> 4 CTAs per SM; NT = 8, 63 -> 66)
+# linears split over them: the first adds its product to the residual and writes per-CTA sums of squares and h = residual · norm
+# weight (`w4a16_fragment_add_ss`), the second takes h and scales its product by the 1 / RMS (`norm_in`); no norm kernel, no
+# counter, no fence. Off until measured on a GPU. (Its first version, which normalized x in the second product's loads, was
+# slower: step_norm_split_ab_h200.json at b19b926, decode 1.816 -> 2.266 ms, verify-16 2.889 -> 3.638.)
+# The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): decode and verify.
 NORM_SPLIT_STEPS = tuple(s for s in os.environ.get('EFFQWEN_NORM_SPLIT_STEPS', 'decode,verify').split(',') if s)
 
 
-def _add_ss_fragment(m, v, x, w, eps, offset, ss):
-    "(x + m(v), (x + m(v), NormIn)): the residual, and the next linear's input as a residual stream and its norm (`NORM_SPLIT`)."
+def _add_ss_fragment(m, v, x, w, eps, ss):
+    "(x + m(v), (h, NormIn)): the residual, and the next linear's input h = (x + m(v)) · w with the rest of its norm (`NORM_SPLIT`)."
     from effqwen.gluon import w4a16_fragment_add_ss
-    xo, n = w4a16_fragment_add_ss(v, m.weight_fragment, m.weight_scale, x, ss, w, eps, offset)
-    return xo, (xo, n)
+    xo, h, n = w4a16_fragment_add_ss(v, m.weight_fragment, m.weight_scale, x, ss, w, eps)
+    return xo, (h, n)
 
 def _norm_in_linear(m, h):
-    "m of h, where h is a plain input or (residual stream, NormIn) from `_add_ss_fragment` (the SwiGLU epilogue's copy: silu(gate) · up)."
+    "m of h, where h is a plain input or (h, NormIn) from `_add_ss_fragment` (the SwiGLU epilogue's copy: silu(gate) · up)."
     if not isinstance(h, tuple): return m.forward_swiglu_out(h) if getattr(m, 'fragment_swiglu', False) else m(h)
     from effqwen.gluon import w4a16_fragment_matmul
     return w4a16_fragment_matmul(h[0], m.weight_fragment, m.fragment_scale if m.fragment_swiglu else m.weight_scale,
@@ -1295,7 +1295,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         return (m, v) if (epi or split) and _norm_epilogue_ok(m, v) else lin(m, v)
     def addnorm(x, p, w, nxt=None):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the
         if isinstance(p, tuple):      # norm with w; with NORM_SPLIT, h is (x, NormIn) for nxt, the linear after the norm, to normalize
-            if split and nxt is not None and _norm_in_ok(nxt, p[1]): return _add_ss_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm[0])
+            if split and nxt is not None and _norm_in_ok(nxt, p[1]): return _add_ss_fragment(*p, x, w, c.rms_eps, self._addnorm[0])
             if epi: return _add_norm_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm)
             p = lin(*p)
         return norm(x, p, w)

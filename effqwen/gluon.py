@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = ['P_OF_J', 'LAST', 'EVICT', 'w4_to_fragment', 'swiglu_rows', 'w4_fragment_codes', 'w4_fragment_dequantize',
            'bcq_to_fragment', 'bcq_fragment_signs', 'bcq_fragment_dequantize', 'layouts', 'load_fragment_picks',
-           'fragment_config', 'w4a16_fragment_matmul', 'NormIn', 'norm_in_ref', 'w4a16_fragment_add_ss',
+           'fragment_config', 'w4a16_fragment_matmul', 'NormIn', 'norm_rstd_ref', 'w4a16_fragment_add_ss',
            'add_norm_scratch', 'w4a16_fragment_add_norm', 'bcq_fragment_matmul', 'w4a16_frag_mm',
            'w4a16_frag_swiglu_mm', 'bcq_frag_mm', 'fragment_supported', 'use_fragment', 'compile_offline', 'census']
 
@@ -151,9 +151,10 @@ if gluon is not None:
         gl.inline_asm_elementwise("fence.acq_rel.gpu; // $0 unused", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
-    def _add_ss(out, rb, M, N, r_ptr, xo_ptr, ss_ptr, RM: gl.constexpr, NT: gl.constexpr, OL: gl.constexpr):
+    def _add_ss(out, rb, M, N, r_ptr, xo_ptr, ss_ptr, nw_ptr, h_ptr, RM: gl.constexpr, NT: gl.constexpr, OL: gl.constexpr, XW: gl.constexpr):
         """xo = x + y for this CTA's rows (y rounded to bf16 first, as `effqwen.engine.fused_add_rms_norm` adds), and their
-        sum of squares per token to ss[rb, :NT] (tokens ≥ M: zeros, never read)."""
+        sum of squares per token to ss[rb, :NT] (tokens ≥ M: zeros, never read). XW: also h = xo · w, w the next RMSNorm's
+        weight (per feature): the next product's input, which that product scales by the 1 / RMS at its end (NORM_IN)."""
         orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
         on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
         offs = on[None, :] * N + rb * RM + orr[:, None]
@@ -162,13 +163,16 @@ if gluon is not None:
         gl.store(xo_ptr + offs, xn, mask=on[None, :] < M)
         xf = xn.to(gl.float32)
         gl.store(ss_ptr + rb * NT + on, gl.sum(xf * xf, axis=0))
+        if XW:
+            w = gl.load(nw_ptr + rb * RM + orr).to(gl.float32)
+            gl.store(h_ptr + offs, (xf * w[:, None]).to(gl.bfloat16), mask=on[None, :] < M)
 
     @gluon.jit
     def _add_norm_epilogue(out, rb, M, N, r_ptr, xo_ptr, nw_ptr, h_ptr, ss_ptr, cnt_ptr, eps, RM: gl.constexpr, NT: gl.constexpr,
                            OL: gl.constexpr, OFFSET: gl.constexpr, NGP: gl.constexpr, TL: gl.constexpr):
         """The engine's add + RMSNorm after this product (`effqwen.engine.fused_add_rms_norm`'s roundings): `_add_ss`, then
         the last CTA to finish (a counter) has every row's xo and normalizes the whole (M, N) into h, and resets the counter."""
-        _add_ss(out, rb, M, N, r_ptr, xo_ptr, ss_ptr, RM, NT, OL)
+        _add_ss(out, rb, M, N, r_ptr, xo_ptr, ss_ptr, nw_ptr, h_ptr, RM, NT, OL, False)
         _fence_gpu()                                                      # every thread's xo and ss, then one arrival
         gl.thread_barrier()
         G = gl.num_programs(0)
@@ -196,29 +200,29 @@ if gluon is not None:
         xt = gl.arange(0, 4, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(3, XL))))
         xe = gl.arange(0, 16, layout=gl.SliceLayout(0, gl.SliceLayout(1, gl.SliceLayout(2, XL))))
         xoff = xn[None, :, None, None] * K + xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]
-        koff = xw[:, None, None, None] * KW + xt[None, None, :, None] * 16 + xe[None, None, None, :]   # [WK, 1, 4, 16]: the columns alone
-        return xoff, (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16), koff
+        return xoff, (xn[None, :, None, None] < M) & (xe[None, None, None, :] < 16)
 
     @gluon.jit
-    def _norm_rstd(ss_ptr, G, K: gl.constexpr, eps, NT: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, XL: gl.constexpr):
-        """1 / RMS per token of the x this kernel reads, from the G per-CTA sums of squares ss[G, NT] that the kernel
-        before wrote with x (`_add_ss`); in the layout of x's token index. Read past L1: that kernel wrote them."""
+    def _norm_rstd(ss_ptr, G, K: gl.constexpr, eps, NT: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, RL: gl.constexpr):
+        """1 / RMS per token of the residual stream behind this kernel's input, from the G per-CTA sums of squares ss[G, NT]
+        that the kernel before wrote (`_add_ss`); in layout RL (the output's token index). Read past L1: that kernel wrote them."""
         g = gl.arange(0, NGP, layout=gl.SliceLayout(1, SL))
         n = gl.arange(0, NT, layout=gl.SliceLayout(0, SL))
         s = gl.load(ss_ptr + g[:, None] * NT + n[None, :], mask=g[:, None] < G, other=0.0, cache_modifier='.cg')
         r = gl.rsqrt(gl.sum(s, axis=0) / K + eps)
-        return gl.convert_layout(r, gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
+        return gl.convert_layout(r, RL)
 
     @gluon.jit
-    def _xs(xa, K: gl.constexpr, NT: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, XL: gl.constexpr, NORM_IN: gl.constexpr):
-        """What `_xbn` reads x with, from xa = (x_ptr, xoff, xmask, koff, nw_ptr, ss_ptr, G, eps), after the wait for the
-        kernel that writes x: with NORM_IN also the norm's rstd per token."""
-        x_ptr, xoff, xmask, koff, nw_ptr, ss_ptr, G, eps = xa
+    def _rstd_in(xa, K: gl.constexpr, NT: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, RL: gl.constexpr, NORM_IN: gl.constexpr):
+        """NORM_IN: the 1 / RMS per token that the product is scaled by at the end (`_norm_rstd`, layout RL), from
+        xa = (x_ptr, xoff, xmask, ss_ptr, G, eps); else zeros (unused). Called after the wait for the kernel that wrote x
+        and after the first x loads are issued, so that its reads are in flight with them."""
+        x_ptr, xoff, xmask, ss_ptr, G, eps = xa
         if NORM_IN:
-            rstd = _norm_rstd(ss_ptr, G, K, eps, NT, NGP, SL, XL)
+            rstd = _norm_rstd(ss_ptr, G, K, eps, NT, NGP, SL, RL)
         else:
-            rstd = gl.zeros([NT], gl.float32, gl.SliceLayout(0, gl.SliceLayout(2, gl.SliceLayout(3, XL))))
-        return x_ptr, xoff, xmask, koff, nw_ptr, rstd
+            rstd = gl.zeros([NT], gl.float32, RL)
+        return rstd
 
     @gluon.jit
     def _wload(p, EVICT: gl.constexpr):
@@ -243,20 +247,10 @@ if gluon is not None:
         return _xperm(gl.load(x_ptr + xoff + kb * 64, mask=xmask, other=0.0), B, WK, NT)
 
     @gluon.jit
-    def _xbn(xs, kb, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, NORM_IN: gl.constexpr, OFFSET: gl.constexpr):
-        """`_xb` from `_xs`'s tuple; with NORM_IN, x is the residual stream and the B operand its RMSNorm, rounded as
-        `effqwen.engine.fused_add_rms_norm` rounds it (Qwen3.5: x̂ · (1 + w) in float32; Llama: w · x̂.to(bf16))."""
-        x_ptr, xoff, xmask, koff, nw_ptr, rstd = xs
-        if NORM_IN:
-            v = gl.load(x_ptr + xoff + kb * 64, mask=xmask, other=0.0).to(gl.float32) * rstd[None, :, None, None]
-            w = gl.load(nw_ptr + koff + kb * 64).to(gl.float32)                       # [wk, 1, t, e]
-            if OFFSET:
-                v = (v * w).to(gl.bfloat16)
-            else:
-                v = (w * v.to(gl.bfloat16).to(gl.float32)).to(gl.bfloat16)
-        else:
-            v = gl.load(x_ptr + xoff + kb * 64, mask=xmask, other=0.0)
-        return _xperm(v, B, WK, NT)
+    def _xbn(xa, kb, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr):
+        "`_xb` from the kernel's tuple xa (with NORM_IN too: x is already scaled by the norm's weight, the 1 / RMS comes at the end)."
+        x_ptr, xoff, xmask, ss_ptr, G, eps = xa
+        return _xb(x_ptr, xoff, xmask, kb, B, WK, NT)
 
     @gluon.jit
     def _xperm(v, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr):
@@ -270,10 +264,10 @@ if gluon is not None:
         return _wload(w_ptr + woff + (g * HG) * 128, EVICT), _wload(w_ptr + woff + (g * HG + 1) * 128, EVICT), gl.load(s_ptr + soff + g)
 
     @gluon.jit
-    def _stage(ws, xs, g, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr, NORM_IN: gl.constexpr, OFFSET: gl.constexpr):
+    def _stage(ws, xs, g, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr):
         "Group g's weight loads `ws` (`_wstage`) with its x (`_xbn`): (w0, w1, x0, x1, scales)."
         w0, w1, sc = ws
-        return w0, w1, _xbn(xs, g * HG, B, WK, NT, NORM_IN, OFFSET), _xbn(xs, g * HG + 1, B, WK, NT, NORM_IN, OFFSET), sc
+        return w0, w1, _xbn(xs, g * HG, B, WK, NT), _xbn(xs, g * HG + 1, B, WK, NT), sc
 
     @gluon.jit
     def _group(acc, st, a136, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, MMA: gl.constexpr):
@@ -290,22 +284,22 @@ if gluon is not None:
     @gluon.jit
     def _pipelined(acc, w_ptr, s_ptr, xa, woff, soff, a136, NG: gl.constexpr, DEPTH: gl.constexpr, A: gl.constexpr, B: gl.constexpr,
                    WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr, MMA: gl.constexpr, EVICT: gl.constexpr, PDL: gl.constexpr,
-                   K: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, XL: gl.constexpr, NORM_IN: gl.constexpr, OFFSET: gl.constexpr):
+                   K: gl.constexpr, NGP: gl.constexpr, SL: gl.constexpr, RL: gl.constexpr, NORM_IN: gl.constexpr):
         """The group loop with the next DEPTH − 1 groups' loads in flight (registers rotate; the tail re-loads the last group).
-        Under PDL the first DEPTH groups' weights are requested before the wait for x."""
+        Under PDL the first DEPTH groups' weights are requested before the wait for x. Returns (acc, `_rstd_in`)."""
         wa = _wstage(w_ptr, s_ptr, woff, soff, 0, HG, EVICT)
         wb = _wstage(w_ptr, s_ptr, woff, soff, gl.minimum(1, NG - 1), HG, EVICT)
         if DEPTH == 3:
             wd = _wstage(w_ptr, s_ptr, woff, soff, gl.minimum(2, NG - 1), HG, EVICT)
         _gdc_enter(PDL)
-        xs = _xs(xa, K, NT, NGP, SL, XL, NORM_IN)
-        sa = _stage(wa, xs, 0, B, WK, NT, HG, NORM_IN, OFFSET)
-        sb = _stage(wb, xs, gl.minimum(1, NG - 1), B, WK, NT, HG, NORM_IN, OFFSET)
+        sa = _stage(wa, xa, 0, B, WK, NT, HG)
+        sb = _stage(wb, xa, gl.minimum(1, NG - 1), B, WK, NT, HG)
         if DEPTH == 3:
-            sd = _stage(wd, xs, gl.minimum(2, NG - 1), B, WK, NT, HG, NORM_IN, OFFSET)
+            sd = _stage(wd, xa, gl.minimum(2, NG - 1), B, WK, NT, HG)
+        rstd = _rstd_in(xa, K, NT, NGP, SL, RL, NORM_IN)
         for g in range(NG):
             gn = gl.minimum(g + DEPTH, NG - 1)
-            sc = _stage(_wstage(w_ptr, s_ptr, woff, soff, gn, HG, EVICT), xs, gn, B, WK, NT, HG, NORM_IN, OFFSET)
+            sc = _stage(_wstage(w_ptr, s_ptr, woff, soff, gn, HG, EVICT), xa, gn, B, WK, NT, HG)
             acc = _group(acc, sa, a136, A, WK, WM, NT, MMA)
             if DEPTH == 3:
                 sa = sb
@@ -314,7 +308,7 @@ if gluon is not None:
             else:
                 sa = sb
                 sb = sc
-        return acc
+        return acc, rstd
 
     @gluon.jit
     def w4_fragment_kernel(w_ptr, s_ptr, x_ptr, y_ptr, M, N, K: gl.constexpr, GROUP: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr,
@@ -329,10 +323,11 @@ if gluon is not None:
         SWIGLU_OUT: W is a fused [gate | up] weight in `swiglu_rows` order (each 16-row block: 8 gate rows, then the same
         8 features' up rows), and y[M, N/2] = silu(gate) · up, rounded as the engine's SwiGLU kernel rounds it.
         ADD_NORM: y is the new residual x + xW (x = r_ptr) and h_ptr gets its RMSNorm (`_add_norm_epilogue`).
-        ADD_SS: y is the new residual x + xW (x = r_ptr), and ss_ptr gets each CTA's sums of squares per token (`_add_ss`),
-        for the next product to normalize its input with (NORM_IN).
-        NORM_IN: x is a residual stream and the product takes its RMSNorm with weight nw_ptr (eps, OFFSET), from the gin
-        per-CTA sums of squares at ss_ptr that the kernel before wrote with x (ADD_SS; NGP ≥ gin, their layout SL)."""
+        ADD_SS: y is the new residual x + xW (x = r_ptr), ss_ptr gets each CTA's sums of squares per token and h_ptr the new
+        residual times the next RMSNorm's weight nw_ptr (`_add_ss`): the next product's input (NORM_IN).
+        NORM_IN: x is that h, and the product is scaled per token by the norm's 1 / RMS (eps) from the gin per-CTA sums of
+        squares at ss_ptr (ADD_SS; NGP ≥ gin, their layout SL): RMSNorm(residual) · Wᵀ with the norm's bf16 rounding taken
+        before the 1 / RMS instead of after, and no per-element work in the loop."""
         gl.static_assert(GROUP == 128, 'group 128 (two k64 steps per group)')
         gl.static_assert(not (NORM_IN and (ADD_NORM or ADD_SS)), 'NORM_IN reads ss_ptr, ADD_NORM / ADD_SS write it')
         gl.static_assert((DEPTH == 0) or (DEPTH == 1) or (DEPTH == 2) or (DEPTH == 3), 'DEPTH 0 / 1 (all loads first), 2 or 3')
@@ -342,11 +337,12 @@ if gluon is not None:
         HG: gl.constexpr = GROUP // 64
         RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
-        xoff, xmask, koff = _x_offsets(M, K, KW, WK, NT, XL)
+        xoff, xmask = _x_offsets(M, K, KW, WK, NT, XL)
         if NORM_IN:
-            xa = (x_ptr, xoff, xmask, koff, nw_ptr, ss_ptr, gin, eps)
+            xa = (x_ptr, xoff, xmask, ss_ptr, gin, eps)
         else:
-            xa = (x_ptr, xoff, xmask, koff, x_ptr, x_ptr, gin, eps)
+            xa = (x_ptr, xoff, xmask, x_ptr, gin, eps)
+        RL: gl.constexpr = gl.SliceLayout(0, gl.SliceLayout(0, MMA))   # the token index of the output [RM, NT]
         idx = gl.arange(0, 128 * WK * WM, layout=WL)
         woff = (rb * WM + (idx >> 7) % WM) * (KB * 128) + (idx >> 7) // WM * (KW // 64 * 128) + (idx & 127)
         woff = gl.max_contiguous(gl.multiple_of(woff, 4), 4)
@@ -365,11 +361,14 @@ if gluon is not None:
                     bufs = bufs + (b,)
                 gl.nvidia.ampere.async_copy.commit_group()
             _gdc_enter(PDL)
-            xs = _xs(xa, K, NT, NGP, SL, XL, NORM_IN)
+            x0 = _xbn(xa, 0, B, WK, NT)
+            x1 = _xbn(xa, 1, B, WK, NT)
+            rstd = _rstd_in(xa, K, NT, NGP, SL, RL, NORM_IN)
             for g in gl.static_range(NG):
                 sc = gl.load(s_ptr + soff + g)
-                x0 = _xbn(xs, g * HG, B, WK, NT, NORM_IN, OFFSET)
-                x1 = _xbn(xs, g * HG + 1, B, WK, NT, NORM_IN, OFFSET)
+                if g > 0:
+                    x0 = _xbn(xa, g * HG, B, WK, NT)
+                    x1 = _xbn(xa, g * HG + 1, B, WK, NT)
                 gl.nvidia.ampere.async_copy.wait_group(NG - 1 - g)   # this thread's copies of group g have landed (it reads only its own words)
                 acc = _group(acc, (bufs[g * HG].load(WL), bufs[g * HG + 1].load(WL), x0, x1, sc), a136, A, WK, WM, NT, MMA)
         elif DEPTH == 1:   # the warp's whole K slice of weight in flight at once, in registers (loads that take an L2 eviction hint)
@@ -377,13 +376,18 @@ if gluon is not None:
             for g in gl.static_range(NG):
                 ws = ws + (_wstage(w_ptr, s_ptr, woff, soff, g, HG, EVICT),)
             _gdc_enter(PDL)
-            xs = _xs(xa, K, NT, NGP, SL, XL, NORM_IN)
+            st = _stage(ws[0], xa, 0, B, WK, NT, HG)
+            rstd = _rstd_in(xa, K, NT, NGP, SL, RL, NORM_IN)
             for g in gl.static_range(NG):
-                acc = _group(acc, _stage(ws[g], xs, g, B, WK, NT, HG, NORM_IN, OFFSET), a136, A, WK, WM, NT, MMA)
+                if g > 0:
+                    st = _stage(ws[g], xa, g, B, WK, NT, HG)
+                acc = _group(acc, st, a136, A, WK, WM, NT, MMA)
         else:
-            acc = _pipelined(acc, w_ptr, s_ptr, xa, woff, soff, a136, NG, DEPTH, A, B, WK, WM, NT, HG, MMA, EVICT, PDL,
-                             K, NGP, SL, XL, NORM_IN, OFFSET)
+            acc, rstd = _pipelined(acc, w_ptr, s_ptr, xa, woff, soff, a136, NG, DEPTH, A, B, WK, WM, NT, HG, MMA, EVICT, PDL,
+                                 K, NGP, SL, RL, NORM_IN)
         out = gl.sum(acc, axis=0)                                   # [RM, NT]: the WK warps' partial sums
+        if NORM_IN:                                                 # the norm's 1 / RMS per token (its weight is in x already)
+            out = out * rstd[None, :]
         OL: gl.constexpr = gl.SliceLayout(0, MMA)
         if SWIGLU_OUT:   # rows g and g + 8 of a 16-row block are one feature's gate and up: in the mma layout, the same thread's
             o = gl.reshape(out.to(gl.bfloat16).to(gl.float32), [WM, 2, 8, NT])                       # (bf16 as stored unfused)
@@ -396,7 +400,7 @@ if gluon is not None:
         elif ADD_NORM:
             _add_norm_epilogue(out, rb, M, N, r_ptr, y_ptr, nw_ptr, h_ptr, ss_ptr, cnt_ptr, eps, RM, NT, OL, OFFSET, NGP, TL)
         elif ADD_SS:
-            _add_ss(out, rb, M, N, r_ptr, y_ptr, ss_ptr, RM, NT, OL)
+            _add_ss(out, rb, M, N, r_ptr, y_ptr, ss_ptr, nw_ptr, h_ptr, RM, NT, OL, True)
         else:
             orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
             on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
@@ -435,7 +439,7 @@ if gluon is not None:
         NGR: gl.constexpr = K // GROUP
         RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
-        xoff, xmask, _ = _x_offsets(M, K, KW, WK, NT, XL)
+        xoff, xmask = _x_offsets(M, K, KW, WK, NT, XL)
         idx = gl.arange(0, 64 * WK * WM, layout=WL2)   # warp = wm + WM·wk
         woff = gl.max_contiguous(gl.multiple_of(((rb * WM + (idx >> 6) % WM) * KC + (idx >> 6) // WM * KCW) * (Q * 64) + (idx & 63), 2), 2)
         ACC_R: gl.constexpr = gl.SliceLayout(2, MMA)
@@ -556,11 +560,12 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
                           config:tuple|None=None, # (WK, WM, DEPTH); default `fragment_config`
                           out:torch.Tensor|None=None, # optional (M, N) bf16 output ((M, N/2) with swiglu_out)
                           swiglu_out:bool=False, # W is a fused [gate | up] weight in `swiglu_rows` order: return swiglu_ref of the product, (M, N/2)
-                          norm_in:'NormIn|None'=None, # x is a residual stream: the product of its RMSNorm (`w4a16_fragment_add_ss`)
+                          norm_in:'NormIn|None'=None, # x is h = residual · norm weight from `w4a16_fragment_add_ss`: the product of the residual's RMSNorm
                          )->torch.Tensor: # (M, N) in x's dtype
     """`x @ Wᵀ` on the fragment layout: the Gluon kernel for 1..16 bf16 rows on a GPU, else the torch reference
-    (float32 product of the dequantized weight, rounded to x's dtype). With `norm_in`, `RMSNorm(x) @ Wᵀ`: the kernel
-    normalizes x as it loads it, from the sums of squares the kernel before wrote (no norm kernel between the two)."""
+    (float32 product of the dequantized weight, rounded to x's dtype). With `norm_in`, `RMSNorm(residual) @ Wᵀ` from
+    x = h: the product scaled per token by the 1 / RMS from the sums of squares the kernel before wrote (no norm kernel
+    between the two)."""
     if words.dtype != torch.int32 or words.dim() != 4 or tuple(words.shape[2:]) != (32, 4): raise ValueError(f'words must be [N/16, K/64, 32, 4] int32 (w4_to_fragment), got {tuple(words.shape)} {words.dtype}')
     N, K = words.shape[0] * 16, words.shape[1] * 64
     _check_x(x, words, 'scales', scales, K)
@@ -568,8 +573,9 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
     if swiglu_out and N % 16: raise ValueError(f'swiglu_out: N={N} must be a multiple of 16')
     if norm_in is not None: _check_norm_in(norm_in, x)
     if not _use_kernel(x):
-        if norm_in is not None: x = norm_in_ref(x, norm_in)
-        y = (x.float() @ w4_fragment_dequantize(words, scales).T).to(x.dtype)
+        y = x.float() @ w4_fragment_dequantize(words, scales).T
+        if norm_in is not None: y = y * norm_rstd_ref(norm_in, x.shape[0], K)[:, None]
+        y = y.to(x.dtype)
         if not swiglu_out: return y
         y = y.view(-1, N // 16, 2, 8)                                          # back to [gate | up]
         return swiglu_ref(torch.cat([y[:, :, 0].reshape(-1, N // 2), y[:, :, 1].reshape(-1, N // 2)], -1))
@@ -579,8 +585,8 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
     NT = 8 if M <= 8 else 16
     y = out if out is not None else torch.empty(M, N // 2 if swiglu_out else N, dtype=torch.bfloat16, device=x.device)
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
-    nrm = {} if norm_in is None else dict(nw_ptr=norm_in.weight, ss_ptr=norm_in.ss, gin=norm_in.G, eps=norm_in.eps, OFFSET=norm_in.offset,
-                                          NORM_IN=True, NGP=_np2(norm_in.G), SL=_ss_layout(NT, WK * WM))
+    nrm = {} if norm_in is None else dict(ss_ptr=norm_in.ss, gin=norm_in.G, eps=norm_in.eps, NORM_IN=True, NGP=_np2(norm_in.G),
+                                          SL=_ss_layout(NT, WK * WM))
     LAST['kernel'] = w4_fragment_kernel[(N // (16 * WM),)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, **nrm, **_launch_opts(x))
     return y
@@ -592,26 +598,21 @@ def _ss_layout(NT:int, warps:int):
     return gl.BlockedLayout([1, 1], [32 // NT, NT], [warps, 1], [1, 0])
 
 class NormIn(typing.NamedTuple):
-    """An RMSNorm left to the product that reads it (`w4a16_fragment_matmul(norm_in=)`): the weight (Qwen3.5: float32
-    1 + w), eps, the Qwen3.5 (offset) or Llama rounding, and G per-CTA sums of squares per token of the residual stream
-    x, ss[G, NT] (NT = 8 for ≤ 8 rows, else 16), as `w4a16_fragment_add_ss` wrote them with x."""
+    """The rest of an RMSNorm, left to the product that reads its input (`w4a16_fragment_matmul(norm_in=)`): eps and the
+    G per-CTA sums of squares per token of the residual stream, ss[G, NT] (NT = 8 for ≤ 8 rows, else 16), as
+    `w4a16_fragment_add_ss` wrote them with the residual and h = residual · norm weight, that product's input."""
     ss: torch.Tensor
     G: int
-    weight: torch.Tensor
     eps: float
-    offset: bool
 
-def norm_in_ref(x:torch.Tensor, n:NormIn)->torch.Tensor:
-    "The RMSNorm a NormIn product takes of x (torch, float32): rstd from n's sums of squares, rounded as the kernel rounds it."
-    M = x.shape[0]; NT = 8 if M <= 8 else 16
-    r = torch.rsqrt(n.ss[:n.G * NT].view(n.G, NT)[:, :M].sum(0) / x.shape[1] + n.eps)[:, None]
-    v, w = x.float() * r, n.weight.float()
-    return (v * w).to(x.dtype) if n.offset else (w * v.to(x.dtype).float()).to(x.dtype)
+def norm_rstd_ref(n:NormIn, M:int, K:int)->torch.Tensor:
+    "The 1 / RMS per token (float32, (M,)) a NormIn product scales by: from n's sums of squares over K features."
+    NT = 8 if M <= 8 else 16
+    return torch.rsqrt(n.ss[:n.G * NT].view(n.G, NT)[:, :M].sum(0) / K + n.eps)
 
 def _check_norm_in(n:NormIn, x:torch.Tensor):
     NT = 8 if x.shape[0] <= 8 else 16
     if not isinstance(n, NormIn): raise ValueError(f'norm_in must be a NormIn (w4a16_fragment_add_ss), got {type(n).__name__}')
-    if n.weight.shape != (x.shape[1],): raise ValueError(f'norm_in weight {tuple(n.weight.shape)} must be ({x.shape[1]},), one per column of x')
     if n.ss.dtype != torch.float32 or n.ss.numel() < n.G * NT: raise ValueError(f'norm_in ss must be float32 with at least G x {NT} = {n.G * NT} values')
 
 def w4a16_fragment_add_ss(x:torch.Tensor, # (M, K) activations of the product (bf16 on the GPU path)
@@ -619,17 +620,20 @@ def w4a16_fragment_add_ss(x:torch.Tensor, # (M, K) activations of the product (b
                           scales:torch.Tensor, # (N, K/128) scales
                           residual:torch.Tensor, # (M, N) residual stream the product is added to
                           ss:torch.Tensor, # float32 scratch of at least N/16 x 16 values: the sums of squares
-                          norm_w:torch.Tensor, eps:float, offset:bool, # the RMSNorm the next product takes
+                          norm_w:torch.Tensor, eps:float, # the RMSNorm the next product takes (Qwen3.5: float32 1 + w)
                           config:tuple|None=None, # (WK, WM, DEPTH); default `fragment_config`
-                         )->tuple: # (x + xW, NormIn for the next product)
-    """The product added to the residual stream, with each CTA's sums of squares of its rows of the sum: the next W4A16
-    product normalizes its input from them (`w4a16_fragment_matmul(norm_in=)`), so the add + RMSNorm between two
-    products needs no kernel, no counter and no fence (the kernel boundary orders them). On a CPU: the torch reference,
-    with the whole row's sum of squares as one 'CTA'."""
-    xo, G = _add_product(x, words, scales, residual, norm_w, ss, config, lambda G, warps: dict(ADD_SS=True))
+                         )->tuple: # (x + xW, h = (x + xW) · norm_w, NormIn): the residual, the next product's input and its norm's rest
+    """The product added to the residual stream, with each CTA's sums of squares of its rows of the sum and those rows
+    times the next RMSNorm's weight (h): the next W4A16 product takes h and scales its output by the 1 / RMS from the
+    sums (`w4a16_fragment_matmul(norm_in=)`), so the add + RMSNorm between two products needs no kernel, no counter and
+    no fence (the kernel boundary orders them), and adds no work per input element to the next product. On a CPU: the
+    torch reference, with the whole row's sum of squares as one 'CTA'."""
+    h = torch.empty_like(residual)
+    xo, G = _add_product(x, words, scales, residual, norm_w, ss, config, lambda G, warps: dict(ADD_SS=True, nw_ptr=norm_w, h_ptr=h))
     if G is None:                                                          # CPU: one 'CTA' with the whole row
         M = x.shape[0]; ss[:8 if M <= 8 else 16].zero_(); ss[:M] = xo.float().pow(2).sum(-1); G = 1
-    return xo, NormIn(ss, G, norm_w, eps, offset)
+        h = (xo.float() * norm_w.float()).to(xo.dtype)
+    return xo, h, NormIn(ss, G, eps)
 
 def _add_product(x, words, scales, residual, norm_w, ss, config, epilogue)->tuple:
     """The product added to the residual stream by one fragment kernel whose epilogue also writes per-CTA sums of squares
@@ -776,8 +780,8 @@ def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int
                       ADD_NORM=ADD_NORM, OFFSET=True, NGP=_np2(N // 16), TL=gl.BlockedLayout([4], [32], [WK * WM], [0]), ADD_SS=ADD_SS,
                       NORM_IN=NORM_IN, SL=_ss_layout(NT, WK * WM))
         rt = {'w_ptr': '*i32', 's_ptr': '*bf16', 'x_ptr': '*bf16', 'y_ptr': '*bf16', 'M': 'i32', 'N': 'i32',   # the runtime arguments in use
-              'r_ptr': '*bf16' if ADD_NORM or ADD_SS else None, 'nw_ptr': '*fp32' if ADD_NORM or NORM_IN else None,
-              'h_ptr': '*bf16' if ADD_NORM else None, 'ss_ptr': '*fp32' if ADD_NORM or ADD_SS or NORM_IN else None,
+              'r_ptr': '*bf16' if ADD_NORM or ADD_SS else None, 'nw_ptr': '*fp32' if ADD_NORM or ADD_SS else None,
+              'h_ptr': '*bf16' if ADD_NORM or ADD_SS else None, 'ss_ptr': '*fp32' if ADD_NORM or ADD_SS or NORM_IN else None,
               'cnt_ptr': '*i32' if ADD_NORM else None, 'eps': 'fp32' if ADD_NORM or NORM_IN else None, 'gin': 'i32' if NORM_IN else None}
         consts |= {k: None for k, t in rt.items() if t is None}                 # the others: constexpr None
         sig = {a: rt[a] if rt.get(a) else 'constexpr' for a in w4_fragment_kernel.arg_names}
