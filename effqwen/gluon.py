@@ -361,14 +361,12 @@ if gluon is not None:
                     bufs = bufs + (b,)
                 gl.nvidia.ampere.async_copy.commit_group()
             _gdc_enter(PDL)
-            x0 = _xbn(xa, 0, B, WK, NT)
-            x1 = _xbn(xa, 1, B, WK, NT)
-            rstd = _rstd_in(xa, K, NT, NGP, SL, RL, NORM_IN)
             for g in gl.static_range(NG):
                 sc = gl.load(s_ptr + soff + g)
-                if g > 0:
-                    x0 = _xbn(xa, g * HG, B, WK, NT)
-                    x1 = _xbn(xa, g * HG + 1, B, WK, NT)
+                x0 = _xbn(xa, g * HG, B, WK, NT)
+                x1 = _xbn(xa, g * HG + 1, B, WK, NT)
+                if g == 0:
+                    rstd = _rstd_in(xa, K, NT, NGP, SL, RL, NORM_IN)
                 gl.nvidia.ampere.async_copy.wait_group(NG - 1 - g)   # this thread's copies of group g have landed (it reads only its own words)
                 acc = _group(acc, (bufs[g * HG].load(WL), bufs[g * HG + 1].load(WL), x0, x1, sc), a136, A, WK, WM, NT, MMA)
         elif DEPTH == 1:   # the warp's whole K slice of weight in flight at once, in registers (loads that take an L2 eviction hint)

@@ -4,7 +4,7 @@ references, for every CTA shape and prefetch mode the benchmark sweeps."""
 import pytest, torch
 import effqwen.gluon as G
 from effqwen import kernels as K
-from effqwen.core import test_rel_error as check_marlin
+from effqwen.core import test_rel_error as check_marlin, rel_error
 
 def test_w4_fragment_packing():
     c = torch.zeros(16, 64, dtype=torch.int64); c[9, 37] = -5          # one non-zero code: exactly one nibble is not 8
@@ -233,10 +233,11 @@ def test_add_ss_norm_in_reference_on_cpu():
 def test_w4_add_ss_then_norm_in_equals_norm_kernel(M, cfg):
     """The add + sums-of-squares epilogue, then the next product taking h = residual · norm weight and scaling by the
     1 / RMS (NORM_IN), against the fragment kernel, the engine's norm kernel and the fragment kernel: the new residual
-    and h bit for bit; the next product within Marlin's error of its torch reference (float32 on the CPU), and within
-    3e-3 of the unfused path (there the normalized input is rounded to bf16 after the 1 / RMS, here before it: about
-    one bf16 rounding of each input element, ~1.6e-3 relative); plain and with the SwiGLU epilogue; twice in a row
-    with new inputs."""
+    and h bit for bit; the next product within Marlin's error of its torch reference (float32 on the CPU), and as
+    close to the exact product (the norm in float32, unrounded) as the unfused path is, within 25%: the two round the
+    normalized input to bf16 at different scales (before the 1 / RMS here, after it there), so they differ from each
+    other by about as much as each differs from the exact product (~2e-3); plain and with the SwiGLU epilogue; twice in
+    a row with new inputs."""
     from effqwen.engine import fused_add_rms_norm
     torch.manual_seed(0)
     N, Kd, N2 = 2560, 4096, 1024
@@ -257,7 +258,10 @@ def test_w4_add_ss_then_norm_in_equals_norm_kernel(M, cfg):
                 got = G.w4a16_fragment_matmul(h, words2, s2, cfg2, swiglu_out=sw, norm_in=n)
                 cpu = G.w4a16_fragment_matmul(h.cpu(), words2.cpu(), s2.cpu(), swiglu_out=sw, norm_in=n._replace(ss=n.ss.cpu()))
                 check_marlin(got, cpu.cuda(), 1e-3)
-                check_marlin(got, G.w4a16_fragment_matmul(hr, words2, s2, cfg2, swiglu_out=sw), 3e-3)
+                hx = xr.float() * torch.rsqrt(xr.float().pow(2).mean(-1, keepdim=True) + 1e-6) * w.float()   # the norm, unrounded
+                exact = G.w4a16_fragment_matmul(hx.cpu(), words2.cpu(), s2.cpu(), swiglu_out=sw).cuda()     # float32 reference
+                e, e0 = rel_error(got, exact), rel_error(G.w4a16_fragment_matmul(hr, words2, s2, cfg2, swiglu_out=sw), exact)
+                assert e < 1.25 * e0 + 1e-4, (e, e0)
 
 @gpu
 def test_modules_on_gpu_match_library_path():
