@@ -1251,8 +1251,10 @@ def _add_norm_fragment(m, v, x, w, eps, offset, scratch):
 NORM_SPLIT = os.environ.get('EFFQWEN_NORM_SPLIT', '0') == '1'   # decode / verify: the add + RMSNorm between two W4A16 fragment
 # linears split over them: the first adds its product to the residual and writes per-CTA sums of squares and h = residual · norm
 # weight (`w4a16_fragment_add_ss`), the second takes h and scales its product by the 1 / RMS (`norm_in`); no norm kernel, no
-# counter, no fence. Off until measured on a GPU. (Its first version, which normalized x in the second product's loads, was
-# slower: step_norm_split_ab_h200.json at b19b926, decode 1.816 -> 2.266 ms, verify-16 2.889 -> 3.638.)
+# counter, no fence. Off: its GPU tests pass, but step_norm_split_ab_h200.json (3d3d319) measured it no faster, decode 1.830 ->
+# 1.840 ms and verify-16 2.904 -> 3.057 at 8192 tokens. The 63 norm kernels it removes take 135 µs of eager kernel time
+# (step_decode_profile), but under PDL they apparently overlap the next projection's weight loads. Its first version, which
+# normalized x in the second product's loads, was slower still (step_norm_split_v1_ab_h200.json, b19b926: 1.816 -> 2.266 ms).
 # The steps it applies to (EFFQWEN_NORM_SPLIT_STEPS): decode and verify.
 NORM_SPLIT_STEPS = tuple(s for s in os.environ.get('EFFQWEN_NORM_SPLIT_STEPS', 'decode,verify').split(',') if s)
 

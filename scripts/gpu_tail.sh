@@ -7,15 +7,16 @@
 #   2b. SWEEP=1: the fragment kernel sweep (`gluon_stream_probe.py sweep`, WK 2/4/8 x WM 1/2 x DEPTH), then the engine's
 #      A/B of its picks against the rule and the committed sweeps (`profile_steps.py --only frag_picks_ab`); the rest of the
 #      command takes the A/B's fragment_picks_h200.json (EFFQWEN_FRAG_TUNE); commit both for later runs;
-#   3. SPLIT=1 (default): the add + RMSNorm split over the linears around it (NORM_SPLIT): its kernel test and engine-vs-HF
-#      test, then its A/B (`--only norm_split_ab`): EFFQWEN_NORM_SPLIT=1 when both passed and decode was faster, same tokens;
+#   3. SPLIT=1 (off by default: measured no faster in session 18): the add + RMSNorm split over the linears around it
+#      (NORM_SPLIT): its kernel test and engine-vs-HF test, then its A/B (`--only norm_split_ab`): EFFQWEN_NORM_SPLIT=1 when
+#      both passed and decode was faster, same tokens;
 #   3b. NORM=1 (off by default: measured slower in session 17): the same for the add + RMSNorm epilogue (NORM_EPILOGUE);
 #   4. XCAT=1 (default): the fused verify/commit-vs-HF test with GDN_VERIFY_XCAT, then its A/B (`--only gdn_xcat_ab`):
 #      EFFQWEN_GDN_VERIFY_XCAT=1 when the test passed and verify-16 was faster with the same tokens, else 0 (default on);
 #   5. the engine's verify/commit-vs-HF test (failed: fused argmax off);
 #   6. latency_run.py with LAT_S seconds (default 330); LAT=0 stops before it and prints the settings taken (the stages
 #      above and the latency run together exceed one 10-minute command: run LAT=0 first, then the latency run alone with
-#      those exports and SPLIT=0 XCAT=0).
+#      those exports and XCAT=0).
 # Session 16 ran it with the GDN sweep, before the norm and xcat stages were written (after its last GPU minutes).
 #   python3 -m pip install ... --target /tmp/site .whl/*.whl; EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_tail.sh   (carry .whl)
 set -u; export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 EFFQWEN_GDN_VERIFY=chunk EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_FRAGMENT=1
@@ -62,7 +63,7 @@ tested_ab() {  # tested_ab NAME KERNEL_TESTS ENGINE_TESTS LABEL VAR: the kernel'
   for f in $L/${n}_kernel.log $L/${n}_engine.log; do [ -f $f ] && tail -n 2 $f; done
 }
 # the add + RMSNorm split over the linears around it (NORM_SPLIT); the add + RMSNorm epilogue (NORM_EPILOGUE, off: slower)
-[ "${SPLIT:-1}" = 1 ] && tested_ab split add_ss_then_norm_in "fragment and norm_split" norm_split EFFQWEN_NORM_SPLIT
+[ "${SPLIT:-0}" = 1 ] && tested_ab split add_ss_then_norm_in "fragment and norm_split" norm_split EFFQWEN_NORM_SPLIT
 [ "${NORM:-0}" = 1 ] && tested_ab norm add_norm "fragment and norm_epilogue" norm_epilogue EFFQWEN_NORM_EPILOGUE
 if [ "${XCAT:-1}" = 1 ]; then   # commit's xcat from the verify output kernel: the fused verify/commit test with it, then its A/B
   if EFFQWEN_GDN_VERIFY_XCAT=1 timeout 150 python3 -m pytest -q -x tests/test_engine_gpu.py -k "verify_commit_equal_hf" > $L/xcat_engine.log 2>&1; then
