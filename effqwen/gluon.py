@@ -151,6 +151,20 @@ if gluon is not None:
         gl.inline_asm_elementwise("fence.acq_rel.gpu; // $0 unused", "=r", [], dtype=gl.int32, is_pure=False, pack=1)
 
     @gluon.jit
+    def _l2_prefetch(p, n, rb, G, PL: gl.constexpr):
+        """Request this CTA's share (1 / G of the lines) of n int32 words at p into L2, evict-last, one prefetch per 128-byte
+        line: the next product's weights, so that its loads find them in L2 (`prefetch` of `w4a16_fragment_matmul`)."""
+        T: gl.constexpr = PL.warps_per_cta[0] * 32
+        lines = (n + 31) // 32
+        per = (lines + G - 1) // G
+        lo = rb * per
+        hi = gl.minimum(lo + per, lines)
+        for i in range(lo, hi, T):
+            ln = gl.minimum(i + gl.arange(0, T, layout=PL), hi - 1)
+            gl.inline_asm_elementwise("prefetch.global.L2::evict_last [$1]; // $0 unused", "=r,l", [p + ln.to(gl.int64) * 32],
+                                      dtype=gl.int32, is_pure=False, pack=1)
+
+    @gluon.jit
     def _add_ss(out, rb, M, N, r_ptr, xo_ptr, ss_ptr, nw_ptr, h_ptr, RM: gl.constexpr, NT: gl.constexpr, OL: gl.constexpr, XW: gl.constexpr):
         """xo = x + y for this CTA's rows (y rounded to bf16 first, as `effqwen.engine.fused_add_rms_norm` adds), and their
         sum of squares per token to ss[rb, :NT] (tokens ≥ M: zeros, never read). XW: also h = xo · w, w the next RMSNorm's
@@ -317,7 +331,7 @@ if gluon is not None:
                            SWIGLU_OUT: gl.constexpr = False, r_ptr=None, nw_ptr=None, h_ptr=None, ss_ptr=None, cnt_ptr=None,
                            eps=0.0, ADD_NORM: gl.constexpr = False, OFFSET: gl.constexpr = True, NGP: gl.constexpr = 1,
                            TL: gl.constexpr = None, ADD_SS: gl.constexpr = False, NORM_IN: gl.constexpr = False, gin=0,
-                           SL: gl.constexpr = None):
+                           SL: gl.constexpr = None, pf_ptr=None, pf_n=0, PF: gl.constexpr = 0, PL: gl.constexpr = None):
         """y[M, N] = x[M, K] · Wᵀ for M ≤ NT; grid N / (16·WM). EVICT: weight words evict-first in L2; PDL: launched with
         programmatic dependent launch (weights requested before the wait for the previous kernel, which writes x).
         SWIGLU_OUT: W is a fused [gate | up] weight in `swiglu_rows` order (each 16-row block: 8 gate rows, then the same
@@ -327,7 +341,9 @@ if gluon is not None:
         residual times the next RMSNorm's weight nw_ptr (`_add_ss`): the next product's input (NORM_IN).
         NORM_IN: x is that h, and the product is scaled per token by the norm's 1 / RMS (eps) from the gin per-CTA sums of
         squares at ss_ptr (ADD_SS; NGP ≥ gin, their layout SL): RMSNorm(residual) · Wᵀ with the norm's bf16 rounding taken
-        before the 1 / RMS instead of after, and no per-element work in the loop."""
+        before the 1 / RMS instead of after, and no per-element work in the loop.
+        PF: request the pf_n int32 words at pf_ptr (the next product's weights) into L2, each CTA its share (`_l2_prefetch`,
+        layout PL): PF = 1 after this CTA's work, PF = 2 before it."""
         gl.static_assert(GROUP == 128, 'group 128 (two k64 steps per group)')
         gl.static_assert(not (NORM_IN and (ADD_NORM or ADD_SS)), 'NORM_IN reads ss_ptr, ADD_NORM / ADD_SS write it')
         gl.static_assert((DEPTH == 0) or (DEPTH == 1) or (DEPTH == 2) or (DEPTH == 3), 'DEPTH 0 / 1 (all loads first), 2 or 3')
@@ -337,6 +353,8 @@ if gluon is not None:
         HG: gl.constexpr = GROUP // 64
         RM: gl.constexpr = 16 * WM            # rows per CTA
         rb = gl.program_id(0)
+        if PF == 2:
+            _l2_prefetch(pf_ptr, pf_n, rb, gl.num_programs(0), PL)
         xoff, xmask = _x_offsets(M, K, KW, WK, NT, XL)
         if NORM_IN:
             xa = (x_ptr, xoff, xmask, ss_ptr, gin, eps)
@@ -403,6 +421,8 @@ if gluon is not None:
             orr = gl.arange(0, RM, layout=gl.SliceLayout(1, OL))
             on = gl.arange(0, NT, layout=gl.SliceLayout(0, OL))
             gl.store(y_ptr + on[None, :] * N + rb * RM + orr[:, None], out.to(gl.bfloat16), mask=on[None, :] < M)
+        if PF == 1:
+            _l2_prefetch(pf_ptr, pf_n, rb, gl.num_programs(0), PL)
 
     @gluon.jit
     def _sgn(w, SH: gl.constexpr):
@@ -559,6 +579,8 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
                           out:torch.Tensor|None=None, # optional (M, N) bf16 output ((M, N/2) with swiglu_out)
                           swiglu_out:bool=False, # W is a fused [gate | up] weight in `swiglu_rows` order: return swiglu_ref of the product, (M, N/2)
                           norm_in:'NormIn|None'=None, # x is h = residual · norm weight from `w4a16_fragment_add_ss`: the product of the residual's RMSNorm
+                          prefetch:torch.Tensor|None=None, # int32 words to request into L2 (the next product's `words`), a share per CTA
+                          prefetch_at:int=1, # 1: after each CTA's work, 2: before it
                          )->torch.Tensor: # (M, N) in x's dtype
     """`x @ Wᵀ` on the fragment layout: the Gluon kernel for 1..16 bf16 rows on a GPU, else the torch reference
     (float32 product of the dequantized weight, rounded to x's dtype). With `norm_in`, `RMSNorm(residual) @ Wᵀ` from
@@ -585,6 +607,9 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
     nrm = {} if norm_in is None else dict(ss_ptr=norm_in.ss, gin=norm_in.G, eps=norm_in.eps, NORM_IN=True, NGP=_np2(norm_in.G),
                                           SL=_ss_layout(NT, WK * WM))
+    if prefetch is not None:
+        if prefetch.dtype != torch.int32 or not prefetch.is_cuda or prefetch_at not in (1, 2): raise ValueError(f'prefetch must be CUDA int32 words (a fragment weight) and prefetch_at 1 or 2, got {prefetch.dtype}, {prefetch_at}')
+        nrm |= dict(pf_ptr=prefetch, pf_n=prefetch.numel(), PF=prefetch_at, PL=gl.BlockedLayout([1], [32], [WK * WM], [0]))
     LAST['kernel'] = w4_fragment_kernel[(N // (16 * WM),)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, **nrm, **_launch_opts(x))
     return y
@@ -768,7 +793,7 @@ def use_fragment(m, # a W4A16Linear or BCQLinear
 
 # %% ../nbs/15a_gluon.ipynb #ccee5950
 def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int=3, GROUP:int=128, EVICT:bool=True, PDL:bool=False, SWIGLU_OUT:bool=False,
-                    ADD_NORM:bool=False, ADD_SS:bool=False, NORM_IN:bool=False, N:int=2560):
+                    ADD_NORM:bool=False, ADD_SS:bool=False, NORM_IN:bool=False, N:int=2560, PF:int=0):
     "Compile one kernel for sm_90 without a GPU (W4A16: with the add + norm / add + sums epilogues or the normalized input)."
     from triton.backends.compiler import GPUTarget
     from triton.experimental.gluon._runtime import GluonASTSource
@@ -776,11 +801,11 @@ def compile_offline(fmt:str, WK:int, NT:int, K:int, WM:int=1, DEPTH:int=0, Q:int
     if fmt == 'w4a16':
         consts = dict(K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH, MMA=MMA, A=A, B=B, WL=WL, XL=XL, EVICT=EVICT, PDL=PDL, SWIGLU_OUT=SWIGLU_OUT,
                       ADD_NORM=ADD_NORM, OFFSET=True, NGP=_np2(N // 16), TL=gl.BlockedLayout([4], [32], [WK * WM], [0]), ADD_SS=ADD_SS,
-                      NORM_IN=NORM_IN, SL=_ss_layout(NT, WK * WM))
+                      NORM_IN=NORM_IN, SL=_ss_layout(NT, WK * WM), PF=PF, PL=gl.BlockedLayout([1], [32], [WK * WM], [0]))
         rt = {'w_ptr': '*i32', 's_ptr': '*bf16', 'x_ptr': '*bf16', 'y_ptr': '*bf16', 'M': 'i32', 'N': 'i32',   # the runtime arguments in use
               'r_ptr': '*bf16' if ADD_NORM or ADD_SS else None, 'nw_ptr': '*fp32' if ADD_NORM or ADD_SS else None,
               'h_ptr': '*bf16' if ADD_NORM or ADD_SS else None, 'ss_ptr': '*fp32' if ADD_NORM or ADD_SS or NORM_IN else None,
-              'cnt_ptr': '*i32' if ADD_NORM else None, 'eps': 'fp32' if ADD_NORM or NORM_IN else None, 'gin': 'i32' if NORM_IN else None}
+              'cnt_ptr': '*i32' if ADD_NORM else None, 'pf_ptr': '*i32' if PF else None, 'pf_n': 'i32' if PF else None, 'eps': 'fp32' if ADD_NORM or NORM_IN else None, 'gin': 'i32' if NORM_IN else None}
         consts |= {k: None for k, t in rt.items() if t is None}                 # the others: constexpr None
         sig = {a: rt[a] if rt.get(a) else 'constexpr' for a in w4_fragment_kernel.arg_names}
         return triton.compile(GluonASTSource(fn=w4_fragment_kernel, signature=sig, constexprs=consts, attrs={(i,): [['tt.divisibility', 16]] for i in range(4)}),

@@ -14,6 +14,8 @@ three ways in one run:
     python scripts/gluon_stream_probe.py sweep [--out DIR]   # GPU -> data/results/kernel_stream_sweep_h200.json: the engine's
                                                        # W4A16 shapes, every (WK, WM, DEPTH) at M = 1 and 16, chain and chain + PDL only;
                                                        # the engine takes picks only through `profile_steps.py --only frag_picks_ab`
+    python scripts/gluon_stream_probe.py prefetch [--out DIR]   # GPU -> data/results/kernel_prefetch_probe_h200.json: back to back
+                                                       # with / without requesting the next call's weights into L2
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
@@ -163,6 +165,48 @@ def sweep(out: str | None):
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(SWEEP, doc, 'gpu'))
 
+PF_NAME = 'kernel_prefetch_probe_h200'
+LAYER = [(12352, 2560), (2560, 4096), (18432, 2560), (2560, 9216)]   # a Gated-DeltaNet layer's W4A16 products in decode order
+
+def prefetch(out: str | None):
+    """The fragment kernel back to back under PDL (one CUDA graph, `_chain_us`), each call on its own weight copy, with
+    and without requesting the next call's weights into L2 (`w4a16_fragment_matmul(prefetch=)`: pf1 after each CTA's
+    work, pf2 before it): each engine shape alone (CHAIN copies) and the 4B layer's sequence four times, M = 1 and 16.
+    Outputs must equal the calls without prefetch bit for bit."""
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    seqs = {f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}
+    pdl_default = Kn.PDL; Kn.PDL = True
+    try:
+        for name, seq in seqs.items():
+            ws = [(G.w4_to_fragment(torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()),
+                   (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)) for N, K in seq]
+            for M in (1, 16):
+                xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
+                ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
+                ref = [G.w4a16_fragment_matmul(xs[K], w, s) for (w, s), (N, K) in zip(ws, seq)]
+                row = dict(seq=name, M=M, calls=len(seq), mb=sum(w.numel() * 4 + s.numel() * 2 for w, s in ws) / 1e6, us={})
+                for pf in (0, 1, 2):
+                    calls = [lambda i=i, pf=pf: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i], prefetch_at=pf or 1,
+                                                                        prefetch=ws[(i + 1) % len(ws)][0] if pf else None) for i in range(len(seq))]
+                    for c in calls: c()
+                    torch.cuda.synchronize()
+                    row[f'pf{pf}_equal'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
+                    row['us'][f'pf{pf}'] = _chain_us(calls)
+                row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}   # MB per call / µs = TB/s
+                rows.append(row); print(json.dumps(row), flush=True)
+            del ws; torch.cuda.empty_cache()
+    finally: Kn.PDL = pdl_default
+    import triton
+    doc = dict(rows=rows, chain=CHAIN, triton=triton.__version__, torch=torch.__version__, wall_s=time.time() - t0,
+               note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
+                    'in one CUDA graph under PDL; pf0: no prefetch, pf1: each CTA requests its share of the next call\'s weight words '
+                    'into L2 after its own work, pf2: before it; tb_s: weight + scale bytes per µs')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(PF_NAME, doc, 'gpu'))
+
 def render():
     from effqwen.core import write_table
     doc = json.load(open(f'data/results/{NAME}.json'))
@@ -191,6 +235,6 @@ def render():
     print(write_table('kernel_stream_sweep', '\n'.join(lines), sw['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'render': render}[a.stage]()
