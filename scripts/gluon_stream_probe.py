@@ -208,7 +208,7 @@ def prefetch(out: str | None):
     print(write_result(PF_NAME, doc, 'gpu'))
 
 def render():
-    from effqwen.core import write_table
+    from effqwen.core import write_table, provenance_line
     doc = json.load(open(f'data/results/{NAME}.json'))
     lines = ['### Where the M = 1 W4A16 time goes (µs per call, one H200 run)', '',
              '| shape (N×K, M) | method | memset flush | read flush | chain | chain + PDL | rel. error |', '|---|---|---|---|---|---|---|']
@@ -219,7 +219,7 @@ def render():
             e = m.get('rel_err')
             lines.append(f"| {r['N']}×{r['K']}, {r['M']} | {name} | {f(m.get('memset'))} | {f(m.get('read'))} | {f(m.get('chain'))} | "
                          f"{f(m.get('chain+pdl'))} | {'' if e is None else f'{e:.1e}'} |")
-    lines += ['', doc['note']]
+    lines += ['', doc['note'], '', provenance_line(doc)]
     print(write_table('kernel_stream_probe', '\n'.join(lines), doc['provenance']['profile']))
     import effqwen.gluon as G
     sw = json.load(open(f'data/results/{SWEEP}.json'))
@@ -231,8 +231,17 @@ def render():
         WK, WM, D = G.fragment_config('w4a16', r['M'], r['N'], r['K']); rule = f'wk{WK} d{D}' if WM == 1 else f'wk{WK} wm{WM} d{D}'   # the rule at this commit (no device: no picks)
         lines.append(f"| {r['N']}×{r['K']} | {r['M']} | " + ' | '.join(cell(k) for k in cfgs) + f" | {r.get('best', '–')} | {rule} |")
     lines += ['', sw['note'] + '. Without PDL (chain) the same calls take: ' + '; '.join(
-        f"{r['N']}×{r['K']} M={r['M']} {r['best']}: {r['configs'][r['best']]['chain']:.2f}" for r in sw['rows'] if r.get('best')) + '.']
+        f"{r['N']}×{r['K']} M={r['M']} {r['best']}: {r['configs'][r['best']]['chain']:.2f}" for r in sw['rows'] if r.get('best')) + '.', '', provenance_line(sw)]
     print(write_table('kernel_stream_sweep', '\n'.join(lines), sw['provenance']['profile']))
+    pf = json.load(open(f'data/results/{PF_NAME}.json'))
+    lines = ['### The next call\'s weights requested into L2 (`prefetch`), back to back under PDL (µs per call, one H200 run)', '',
+             '| calls | M | MB | no prefetch | after the CTA\'s work | before it | TB/s without | outputs equal |', '|---|---|---|---|---|---|---|---|']
+    for r in pf['rows']:
+        u = r['us']
+        lines.append(f"| {r['seq']} | {r['M']} | {r['mb'] / r['calls']:.1f} | {u['pf0']:.2f} | {u['pf1']:.2f} | {u['pf2']:.2f} | "
+                     f"{r['tb_s']['pf0']:.2f} | {all(r[f'pf{i}_equal'] for i in (1, 2))} |")
+    lines += ['', pf['note'] + f". 'layer x4': a Gated-DeltaNet layer's products ({', '.join(f'{n}×{k}' for n, k in LAYER)}) four times.", '', provenance_line(pf)]
+    print(write_table('kernel_prefetch_probe', '\n'.join(lines), pf['provenance']['profile']))
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'render']); ap.add_argument('--out')

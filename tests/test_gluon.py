@@ -264,6 +264,22 @@ def test_w4_add_ss_then_norm_in_equals_norm_kernel(M, cfg):
                 assert e < 1.25 * e0 + 1e-4, (e, e0)
 
 @gpu
+def test_w4_prefetch_changes_nothing_but_the_cache():
+    """Requesting another weight into L2 (`prefetch=`, after or before each CTA's work) leaves the product bit for bit
+    (M = 1 and 16); a prefetch that is not CUDA int32 words, or an unknown position, raises."""
+    torch.manual_seed(0)
+    N, Kd = 2560, 4096
+    words = G.w4_to_fragment(K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda')))
+    nxt = G.w4_to_fragment(K.pack_int4(torch.randint(-8, 8, (1024, 2560), device='cuda')))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    for M in (1, 16):
+        x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+        y = G.w4a16_fragment_matmul(x, words, s)
+        for at in (1, 2): assert torch.equal(G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=at), y)
+    with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt.float())
+    with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=3)
+
+@gpu
 def test_modules_on_gpu_match_library_path():
     torch.manual_seed(0)
     m = K.W4A16Linear.from_float(torch.nn.Linear(2560, 4096, device='cuda'), group_size=128).cuda()
