@@ -16,6 +16,8 @@ three ways in one run:
                                                        # the engine takes picks only through `profile_steps.py --only frag_picks_ab`
     python scripts/gluon_stream_probe.py prefetch [--out DIR]   # GPU -> data/results/kernel_prefetch_probe_h200.json: back to back
                                                        # with / without requesting the next call's weights into L2
+    python scripts/gluon_stream_probe.py boundary [--out DIR]   # GPU -> data/results/kernel_boundary_probe_h200.json: µs per call
+                                                       # back to back against the bytes per call (fixed cost per kernel)
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
@@ -207,6 +209,43 @@ def prefetch(out: str | None):
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(PF_NAME, doc, 'gpu'))
 
+BND_NAME = 'kernel_boundary_probe_h200'
+
+def boundary(out: str | None):
+    """What a kernel boundary costs the engine's W4A16 products: the fragment kernel back to back under PDL (one CUDA
+    graph, CHAIN calls on distinct weight copies, `_chain_us`) at K = 2560 and 9216 and N from 256 to 18432 rows, M = 1;
+    a least-squares line through µs per call against MB per call gives the fixed cost per call (intercept) and the
+    streaming rate of the bytes beyond it (1 / slope)."""
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from effqwen.core import write_result
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    pdl_default = Kn.PDL; Kn.PDL = True
+    try:
+        for K in (2560, 9216):
+            for N in (256, 512, 1024, 2560, 5120, 10240, 18432):
+                ws = [(G.w4_to_fragment(torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()),
+                       (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)) for _ in range(CHAIN)]
+                x, y = torch.randn(1, K, device='cuda').to(torch.bfloat16), torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
+                us = _chain_us([lambda w=w, s=s: G.w4a16_fragment_matmul(x, w, s, out=y) for w, s in ws])
+                rows.append(dict(N=N, K=K, mb=(ws[0][0].numel() * 4 + ws[0][1].numel() * 2) / 1e6, us=us,
+                                 config=list(G.fragment_config('w4a16', 1, N, K, x.device))))
+                print(json.dumps(rows[-1]), flush=True)
+                del ws; torch.cuda.empty_cache()
+    finally: Kn.PDL = pdl_default
+    fits = {}
+    for K in (2560, 9216):
+        r = [q for q in rows if q['K'] == K]
+        A = torch.tensor([[1.0, q['mb']] for q in r], dtype=torch.float64); b = torch.tensor([q['us'] for q in r], dtype=torch.float64)
+        c = torch.linalg.lstsq(A, b[:, None]).solution[:, 0]
+        fits[str(K)] = dict(fixed_us=float(c[0]), tb_s=float(1 / c[1]))
+    import triton
+    doc = dict(rows=rows, fits=fits, chain=CHAIN, triton=triton.__version__, torch=torch.__version__, wall_s=time.time() - t0,
+               note='µs per call of the Gluon W4A16 fragment kernel at M = 1 (the engine\'s config for the shape), calls on distinct '
+                    'weight copies back to back in one CUDA graph under PDL; fits: least squares µs = fixed_us + MB / tb_s per K')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(json.dumps(fits)); print(write_result(BND_NAME, doc, 'gpu'))
+
 def render():
     from effqwen.core import write_table, provenance_line
     doc = json.load(open(f'data/results/{NAME}.json'))
@@ -244,6 +283,6 @@ def render():
     print(write_table('kernel_prefetch_probe', '\n'.join(lines), pf['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'render': render}[a.stage]()
