@@ -281,6 +281,14 @@ def render():
                      f"{r['tb_s']['pf0']:.2f} | {all(r[f'pf{i}_equal'] for i in (1, 2))} |")
     lines += ['', pf['note'] + f". 'layer x4': a Gated-DeltaNet layer's products ({', '.join(f'{n}×{k}' for n, k in LAYER)}) four times.", '', provenance_line(pf)]
     print(write_table('kernel_prefetch_probe', '\n'.join(lines), pf['provenance']['profile']))
+    bd = json.load(open(f'data/results/{BND_NAME}.json'))
+    lines = ['### What a kernel boundary costs: the fragment kernel back to back under PDL at M = 1 (µs per call, one H200 run)', '',
+             '| N×K | MB per call | config (WK, WM, DEPTH) | µs per call | TB/s |', '|---|---|---|---|---|']
+    for r in bd['rows']:
+        lines.append(f"| {r['N']}×{r['K']} | {r['mb']:.2f} | {tuple(r['config'])} | {r['us']:.2f} | {r['mb'] / r['us']:.2f} |")
+    lines += ['', 'Least-squares line per K: ' + '; '.join(f"K = {k}: {f['fixed_us']:.2f} µs per call plus the bytes at {f['tb_s']:.2f} TB/s"
+                                                       for k, f in bd['fits'].items()) + '.', '', bd['note'], '', provenance_line(bd)]
+    print(write_table('kernel_boundary_probe', '\n'.join(lines), bd['provenance']['profile']))
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'render']); ap.add_argument('--out')
