@@ -278,10 +278,10 @@ if gluon is not None:
         return _wload(w_ptr + woff + (g * HG) * 128, EVICT), _wload(w_ptr + woff + (g * HG + 1) * 128, EVICT), gl.load(s_ptr + soff + g)
 
     @gluon.jit
-    def _stage(ws, xs, g, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr):
+    def _stage(ws, xa, g, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr, HG: gl.constexpr):
         "Group g's weight loads `ws` (`_wstage`) with its x (`_xbn`): (w0, w1, x0, x1, scales)."
         w0, w1, sc = ws
-        return w0, w1, _xbn(xs, g * HG, B, WK, NT), _xbn(xs, g * HG + 1, B, WK, NT), sc
+        return w0, w1, _xbn(xa, g * HG, B, WK, NT), _xbn(xa, g * HG + 1, B, WK, NT), sc
 
     @gluon.jit
     def _group(acc, st, a136, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, MMA: gl.constexpr):
