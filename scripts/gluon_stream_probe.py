@@ -57,6 +57,19 @@ def _chain_us(calls, reps: int = 5) -> float:
     del g
     return sorted(ts)[len(ts) // 2] * 1e3 / len(calls)
 
+def _w4_copy(N: int, K: int) -> tuple:
+    "A random W4A16 weight on the fragment layout with its group-128 scales, on the GPU."
+    import effqwen.gluon as G
+    return (G.w4_to_fragment(torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()),
+            (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16))
+
+def _write(name: str, out: str | None, t0: float, **doc):
+    "A probe's result -> data/results/<name>.json (under out when given), with the Triton / torch versions and wall time."
+    import triton
+    from effqwen.core import write_result
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(name, doc | dict(chain=CHAIN, triton=triton.__version__, torch=torch.__version__, wall_s=time.time() - t0), 'gpu'))
+
 def run(out: str | None):
     import triton
     import effqwen.gluon as G
@@ -131,7 +144,6 @@ def sweep(out: str | None):
     "Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16, timed as the engine runs them: in a chain, ± PDL."
     import effqwen.gluon as G
     from effqwen import kernels as Kn
-    from effqwen.core import write_result
     torch.manual_seed(0); rows, t0 = [], time.time()
     pdl_default = Kn.PDL
     for N, K in ENGINE_SHAPES:
@@ -159,13 +171,10 @@ def sweep(out: str | None):
             if ok: row['best'] = min(ok, key=ok.get)
             rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl') for k, v in row['configs'].items()}, flush=True)
         del words, wps; torch.cuda.empty_cache()
-    import triton
-    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, evict=G.EVICT, wall_s=time.time() - t0,
-               note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
-                    '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
-                    'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
-    if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result(SWEEP, doc, 'gpu'))
+    _write(SWEEP, out, t0, rows=rows, evict=G.EVICT,
+           note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
+                '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
+                'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
 
 PF_NAME = 'kernel_prefetch_probe_h200'
 LAYER = [(12352, 2560), (2560, 4096), (18432, 2560), (2560, 9216)]   # a Gated-DeltaNet layer's W4A16 products in decode order
@@ -177,14 +186,12 @@ def prefetch(out: str | None):
     Outputs must equal the calls without prefetch bit for bit."""
     import effqwen.gluon as G
     from effqwen import kernels as Kn
-    from effqwen.core import write_result
     torch.manual_seed(0); rows, t0 = [], time.time()
     seqs = {f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}
     pdl_default = Kn.PDL; Kn.PDL = True
     try:
         for name, seq in seqs.items():
-            ws = [(G.w4_to_fragment(torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()),
-                   (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)) for N, K in seq]
+            ws = [_w4_copy(N, K) for N, K in seq]
             for M in (1, 16):
                 xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
                 ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
@@ -201,13 +208,10 @@ def prefetch(out: str | None):
                 rows.append(row); print(json.dumps(row), flush=True)
             del ws; torch.cuda.empty_cache()
     finally: Kn.PDL = pdl_default
-    import triton
-    doc = dict(rows=rows, chain=CHAIN, triton=triton.__version__, torch=torch.__version__, wall_s=time.time() - t0,
-               note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
-                    'in one CUDA graph under PDL; pf0: no prefetch, pf1: each CTA requests its share of the next call\'s weight words '
-                    'into L2 after its own work, pf2: before it; tb_s: weight + scale bytes per µs')
-    if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result(PF_NAME, doc, 'gpu'))
+    _write(PF_NAME, out, t0, rows=rows,
+           note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
+                'in one CUDA graph under PDL; pf0: no prefetch, pf1: each CTA requests its share of the next call\'s weight words '
+                'into L2 after its own work, pf2: before it; tb_s: weight + scale bytes per µs')
 
 BND_NAME = 'kernel_boundary_probe_h200'
 
@@ -218,14 +222,12 @@ def boundary(out: str | None):
     streaming rate of the bytes beyond it (1 / slope)."""
     import effqwen.gluon as G
     from effqwen import kernels as Kn
-    from effqwen.core import write_result
     torch.manual_seed(0); rows, t0 = [], time.time()
     pdl_default = Kn.PDL; Kn.PDL = True
     try:
         for K in (2560, 9216):
             for N in (256, 512, 1024, 2560, 5120, 10240, 18432):
-                ws = [(G.w4_to_fragment(torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()),
-                       (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)) for _ in range(CHAIN)]
+                ws = [_w4_copy(N, K) for _ in range(CHAIN)]
                 x, y = torch.randn(1, K, device='cuda').to(torch.bfloat16), torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
                 us = _chain_us([lambda w=w, s=s: G.w4a16_fragment_matmul(x, w, s, out=y) for w, s in ws])
                 rows.append(dict(N=N, K=K, mb=(ws[0][0].numel() * 4 + ws[0][1].numel() * 2) / 1e6, us=us,
@@ -239,12 +241,10 @@ def boundary(out: str | None):
         A = torch.tensor([[1.0, q['mb']] for q in r], dtype=torch.float64); b = torch.tensor([q['us'] for q in r], dtype=torch.float64)
         c = torch.linalg.lstsq(A, b[:, None]).solution[:, 0]
         fits[str(K)] = dict(fixed_us=float(c[0]), tb_s=float(1 / c[1]))
-    import triton
-    doc = dict(rows=rows, fits=fits, chain=CHAIN, triton=triton.__version__, torch=torch.__version__, wall_s=time.time() - t0,
-               note='µs per call of the Gluon W4A16 fragment kernel at M = 1 (the engine\'s config for the shape), calls on distinct '
-                    'weight copies back to back in one CUDA graph under PDL; fits: least squares µs = fixed_us + MB / tb_s per K')
-    if out: os.environ['EFFQWEN_OUT'] = out
-    print(json.dumps(fits)); print(write_result(BND_NAME, doc, 'gpu'))
+    print(json.dumps(fits))
+    _write(BND_NAME, out, t0, rows=rows, fits=fits,
+           note='µs per call of the Gluon W4A16 fragment kernel at M = 1 (the engine\'s config for the shape), calls on distinct '
+                'weight copies back to back in one CUDA graph under PDL; fits: least squares µs = fixed_us + MB / tb_s per K')
 
 def render():
     from effqwen.core import write_table, provenance_line
