@@ -1096,7 +1096,7 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.logits = torch.zeros(B, c.vocab_size, device=dev, dtype=dt)  # per block row
     self.next_tok = torch.zeros(B, dtype=torch.long, device=dev)      # argmax per block row
     P = -(-c.vocab_size // ARGMAX_BLOCK)                               # `fused_argmax`'s partials (B rows)
-    self._addnorm = (torch.empty(c.hidden_size, device=dev, dtype=torch.float32), torch.zeros(1, device=dev, dtype=torch.int32))   # NORM_EPILOGUE's
+    self._addnorm = (torch.empty(c.hidden_size, device=dev, dtype=torch.float32), torch.zeros(1, device=dev, dtype=torch.int32))   # NORM_EPILOGUE's sums + counter (NORM_SPLIT: the sums)
     self._amax = (torch.empty(B * P, device=dev, dtype=torch.float32), torch.empty(B * P, device=dev, dtype=torch.int32))
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
@@ -1234,7 +1234,8 @@ NORM_EPILOGUE = os.environ.get('EFFQWEN_NORM_EPILOGUE', '0') == '1'   # decode /
 
 def _norm_in_ok(m, v)->bool:
     """Does the linear m run a W4A16 fragment kernel for input v (fragment copy, no bias, 1..16 bf16 rows on a GPU)? Then it
-    can read its input as a residual stream and normalize it itself (`NORM_SPLIT`; v: its input, or the product's before)."""
+    can take the rest of the norm before it (`NORM_SPLIT`: input h = residual · norm weight, its product scaled by the
+    1 / RMS; v: its input, or the product's before)."""
     from effqwen.kernels import W4A16Linear
     return (isinstance(m, W4A16Linear) and m.weight_fragment is not None and m.bias is None
             and v.is_cuda and v.dtype == torch.bfloat16 and v.dim() == 2 and v.shape[0] <= 16)
@@ -1296,7 +1297,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     def product(m, v):   # m(v) now, or (m, v) for the norm after it to run in m's epilogue (`NORM_EPILOGUE` / `NORM_SPLIT`)
         return (m, v) if (epi or split) and _norm_epilogue_ok(m, v) else lin(m, v)
     def addnorm(x, p, w, nxt=None):   # x + the pending product p (a tensor, or (module, input): one fragment kernel), then the
-        if isinstance(p, tuple):      # norm with w; with NORM_SPLIT, h is (x, NormIn) for nxt, the linear after the norm, to normalize
+        if isinstance(p, tuple):      # norm with w; with NORM_SPLIT, h is (x · w, NormIn) for nxt, the linear after the norm, to finish it
             if split and nxt is not None and _norm_in_ok(nxt, p[1]): return _add_ss_fragment(*p, x, w, c.rms_eps, self._addnorm[0])
             if epi: return _add_norm_fragment(*p, x, w, c.rms_eps, c.norm_offset, self._addnorm)
             p = lin(*p)

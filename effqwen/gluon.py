@@ -602,19 +602,23 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
     M = x.shape[0]
     WK, WM, DEPTH = config or fragment_config('w4a16', M, N, K, x.device)
     if N % (16 * WM) or K % (128 * WK): raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K})')
-    NT = 8 if M <= 8 else 16
+    NT = _nt(M)
     y = out if out is not None else torch.empty(M, N // 2 if swiglu_out else N, dtype=torch.bfloat16, device=x.device)
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
-    nrm = {} if norm_in is None else dict(ss_ptr=norm_in.ss, gin=norm_in.G, eps=norm_in.eps, NORM_IN=True, NGP=_np2(norm_in.G),
-                                          SL=_ss_layout(NT, WK * WM))
+    extra = {} if norm_in is None else dict(ss_ptr=norm_in.ss, gin=norm_in.G, eps=norm_in.eps, NORM_IN=True, NGP=_np2(norm_in.G),
+                                            SL=_ss_layout(NT, WK * WM))
     if prefetch is not None:
         if prefetch.dtype != torch.int32 or not prefetch.is_cuda or prefetch_at not in (1, 2): raise ValueError(f'prefetch must be CUDA int32 words (a fragment weight) and prefetch_at 1 or 2, got {prefetch.dtype}, {prefetch_at}')
-        nrm |= dict(pf_ptr=prefetch, pf_n=prefetch.numel(), PF=prefetch_at, PL=gl.BlockedLayout([1], [32], [WK * WM], [0]))
+        extra |= dict(pf_ptr=prefetch, pf_n=prefetch.numel(), PF=prefetch_at, PL=gl.BlockedLayout([1], [32], [WK * WM], [0]))
     LAST['kernel'] = w4_fragment_kernel[(N // (16 * WM),)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
-                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, **nrm, **_launch_opts(x))
+                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, **extra, **_launch_opts(x))
     return y
 
 def _np2(n:int)->int: return 1 << max(0, (int(n) - 1).bit_length())
+
+def _nt(M:int)->int:
+    "Token columns of the kernels' mma for M rows: 8 (decode, up to 8 rows) or 16 (verify)."
+    return 8 if M <= 8 else 16
 
 def _ss_layout(NT:int, warps:int):
     "Layout of the per-CTA sums of squares [G, NT] as `_norm_rstd` loads them: a token per lane column, CTAs down the rows."
@@ -630,11 +634,11 @@ class NormIn(typing.NamedTuple):
 
 def norm_rstd_ref(n:NormIn, M:int, K:int)->torch.Tensor:
     "The 1 / RMS per token (float32, (M,)) a NormIn product scales by: from n's sums of squares over K features."
-    NT = 8 if M <= 8 else 16
+    NT = _nt(M)
     return torch.rsqrt(n.ss[:n.G * NT].view(n.G, NT)[:, :M].sum(0) / K + n.eps)
 
 def _check_norm_in(n:NormIn, x:torch.Tensor):
-    NT = 8 if x.shape[0] <= 8 else 16
+    NT = _nt(x.shape[0])
     if not isinstance(n, NormIn): raise ValueError(f'norm_in must be a NormIn (w4a16_fragment_add_ss), got {type(n).__name__}')
     if n.ss.dtype != torch.float32 or n.ss.numel() < n.G * NT: raise ValueError(f'norm_in ss must be float32 with at least G x {NT} = {n.G * NT} values')
 
@@ -654,7 +658,7 @@ def w4a16_fragment_add_ss(x:torch.Tensor, # (M, K) activations of the product (b
     h = torch.empty_like(residual)
     xo, G = _add_product(x, words, scales, residual, norm_w, ss, config, lambda G, warps: dict(ADD_SS=True, nw_ptr=norm_w, h_ptr=h))
     if G is None:                                                          # CPU: one 'CTA' with the whole row
-        M = x.shape[0]; ss[:8 if M <= 8 else 16].zero_(); ss[:M] = xo.float().pow(2).sum(-1); G = 1
+        M = x.shape[0]; ss[:_nt(M)].zero_(); ss[:M] = xo.float().pow(2).sum(-1); G = 1
         h = (xo.float() * norm_w.float()).to(xo.dtype)
     return xo, h, NormIn(ss, G, eps)
 
@@ -664,7 +668,7 @@ def _add_product(x, words, scales, residual, norm_w, ss, config, epilogue)->tupl
     share; (x + xW, G CTAs). On a CPU: (the torch reference of x + xW, None)."""
     N, M = words.shape[0] * 16, x.shape[0]
     if residual.shape != (M, N) or norm_w.shape != (N,): raise ValueError(f'residual {tuple(residual.shape)} / norm_w {tuple(norm_w.shape)} must be ({M}, {N}) / ({N},)')
-    NT = 8 if M <= 8 else 16
+    NT = _nt(M)
     if not _use_kernel(x):
         if ss.numel() < NT: raise ValueError(f'sums-of-squares scratch of {ss.numel()} values is fewer than {NT}')
         return (residual.float() + w4a16_fragment_matmul(x, words, scales, config).float()).to(residual.dtype), None
@@ -726,7 +730,7 @@ def bcq_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU pa
     WK, WM = (config or fragment_config('bcq', M, N, K))[:2]
     while config is None and WK > 1 and (K // WK) % max(group, 128): WK //= 2   # the default: each warp takes whole chunks and groups
     if N % (16 * WM) or K % (128 * WK) or (K // WK) % group: raise ValueError(f'config (WK={WK}, WM={WM}) does not divide (N={N}, K={K}, group {group})')
-    NT = 8 if M <= 8 else 16
+    NT = _nt(M)
     y = out if out is not None else torch.empty(M, N, dtype=torch.bfloat16, device=x.device)
     MMA, A, B, _, XL, WL2 = layouts(WK, NT, WM)
     LAST['kernel'] = bcq_fragment_kernel[(N // (16 * WM),)](words, alpha, x, y, M, N, K=K, GROUP=group, Q=Q, WK=WK, NT=NT, WM=WM, MMA=MMA, A=A, B=B,

@@ -115,7 +115,7 @@ def gdn_rows(E, dev) -> dict:
     def reset():   # the decode step updates its state and conv window in place: every setting starts from the same ones
         for a, b in zip(g['S'] + g['cb'], S0 + cb0): a.copy_(b)
     def call(i, bv, nw):
-        y = E.fused_gdn_decode(g['proj'], g['cb'][i], g['S'][i], *g['w'][:3], g['w'][3], g['dims'], bv, nw)
+        y = E.fused_gdn_decode(g['proj'], g['cb'][i], g['S'][i], *g['w'], g['dims'], bv, nw)
         return y, g['S'][i], g['cb'][i]
     out = _sweep_bv_warps('gdn', (E.GDN_BV, E.GDN_WARPS), itertools.product((16, 32, 64), (1, 2, 4, 8)), call, reset)
     return dict(out, shape=dict(heads_v=c.lin_v_heads, heads_k=c.lin_k_heads, dk=c.lin_k_dim, dv=c.lin_v_dim, conv=c.conv_dim))
@@ -126,7 +126,7 @@ def gdn_verify_rows(E, dev, T: int = 16) -> dict:
     scr = [(torch.zeros(c.conv_dim, c.conv_kernel + T, device=dev, dtype=torch.bfloat16), torch.zeros(Hv, T, c.lin_k_dim, device=dev),
             torch.zeros(Hv, T, c.lin_v_dim, device=dev), torch.zeros(Hv, T, device=dev)) for _ in range(LAYERS)]
     def call(i, bv, nw):
-        y = E.fused_gdn_verify(g['proj'], g['cb'][i], g['S'][i], *g['w'][:3], g['w'][3], g['dims'], *scr[i], bv=bv, warps=nw)
+        y = E.fused_gdn_verify(g['proj'], g['cb'][i], g['S'][i], *g['w'], g['dims'], *scr[i], bv=bv, warps=nw)
         return y, scr[i][2]
     out = _sweep_bv_warps('gdn verify', (E.GDN_VERIFY_BV or E.GDN_BV, E.GDN_VERIFY_WARPS), itertools.product((16, 32, 64), (2, 4, 8)), call)
     return dict(out, rows=T, gdn_verify=E.GDN_VERIFY)
@@ -138,8 +138,9 @@ def run_gdn(out: str | None):
     t0 = time.time(); g = gdn_rows(E, 'cuda'); gv = gdn_verify_rows(E, 'cuda')
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result('gdn_decode_sweep_h200', dict(gdn=g, gdn_verify=gv, layers=LAYERS, wall_s=time.time() - t0,
-          note='µs per fused_gdn_decode call (step kernel + gated-norm output kernel), LAYERS distinct states back to back in one '
-               'CUDA graph, by value columns per program and warps; best = fastest with max |Δ| < 0.05 against the run\'s default'), 'gpu'))
+          note='µs per fused_gdn_decode call (gdn: step kernel + gated-norm output kernel) and per 16-row fused_gdn_verify call '
+               '(gdn_verify), LAYERS distinct states back to back in one CUDA graph, by value columns per program and warps; '
+               'best = fastest with max |Δ| < 0.05 against the run\'s default'), 'gpu'))
 
 def render():
     from effqwen.core import write_table, provenance_line

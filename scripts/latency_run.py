@@ -30,7 +30,7 @@ r['attn_split'] = dict(chunk=E.ATTN_CHUNK, keys_per_step=E.ATTN_BL, warps=E.ATTN
 r['gdn_step'] = dict(value_columns_per_program=E.GDN_BV, warps=E.GDN_WARPS, verify_value_columns=E.GDN_VERIFY_BV or E.GDN_BV, verify_warps=E.GDN_VERIFY_WARPS)   # the one-token Gated-DeltaNet kernel (EFFQWEN_GDN_BV / _WARPS)
 r['fused_argmax'] = E.FUSED_ARGMAX   # the step's argmax + bookkeeping in two Triton kernels (EFFQWEN_FUSED_ARGMAX)
 r['gdn_verify_xcat'] = E.GDN_VERIFY_XCAT   # commit's xcat from the verify output kernel (EFFQWEN_GDN_VERIFY_XCAT)
-r['norm_split'] = E.NORM_SPLIT and list(E.NORM_SPLIT_STEPS)   # add + sums of squares in the output / down projections, the norm in the next projection's loads (EFFQWEN_NORM_SPLIT)
+r['norm_split'] = E.NORM_SPLIT and list(E.NORM_SPLIT_STEPS)   # add + sums of squares (and h = residual · norm weight) in the output / down projections, the 1 / RMS in the next projection (EFFQWEN_NORM_SPLIT)
 r['norm_epilogue'] = E.NORM_EPILOGUE   # add + RMSNorm in the output / down projections' epilogue (EFFQWEN_NORM_EPILOGUE)
 r['swiglu_epilogue'] = E.SWIGLU_EPILOGUE   # silu(gate)·up in the gate+up fragment kernel's epilogue (EFFQWEN_SWIGLU_EPILOGUE, default on)
 r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MATVEC, read when effqwen.engine is imported)

@@ -248,8 +248,8 @@ def norm_epilogue_ab(eng, ids) -> dict|None:
 
 def norm_split_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the add + RMSNorm as its own kernel and split between the W4A16 fragment linears around
-    it (`NORM_SPLIT`: the output / down projection adds to the residual and writes per-CTA sums of squares, the next
-    projection normalizes its input as it loads it)."""
+    it (`NORM_SPLIT`: the output / down projection adds to the residual and writes per-CTA sums of squares and h = residual
+    · norm weight, the next projection takes h and scales its product by the 1 / RMS)."""
     return flag_ab(eng, ids, 'NORM_SPLIT', 'norm_split', gluon=True)
 
 def gdn_xcat_ab(eng, ids) -> dict|None:

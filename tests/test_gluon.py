@@ -123,11 +123,7 @@ def test_engine_norm_epilogue_plumbing_on_cpu(monkeypatch):
     linear is widened to CPU tensors, so the function's torch reference runs in its place: the engine's tokens and
     logits must not change, and every such linear but the first layer's input norm must go through it."""
     import effqwen.engine as E
-    from effqwen.model import tiny_qwen35
-    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
-                    linear_key_head_dim=64, linear_value_head_dim=64)
-    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
-    pr, blk, out, calls = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}, []
+    m, mk, pr, blk = _plumbing_model(); out, calls = {}, []
     own = E._add_norm_fragment
     monkeypatch.setattr(E, '_norm_epilogue_ok', lambda m, v: isinstance(m, K.W4A16Linear) and m.weight_fragment is not None and v.shape[0] <= 16)
     monkeypatch.setattr(E, '_add_norm_fragment', lambda *a: calls.append(1) or own(*a))
@@ -148,11 +144,7 @@ def test_engine_norm_split_plumbing_on_cpu(monkeypatch, swiglu):
     so the functions' torch references run in their place: the tokens and logits must not change; with and without
     the SwiGLU epilogue's copy of the gate+up projection."""
     import effqwen.engine as E
-    from effqwen.model import tiny_qwen35
-    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
-                    linear_key_head_dim=64, linear_value_head_dim=64)
-    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
-    pr, blk, out, calls = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}, []
+    m, mk, pr, blk = _plumbing_model(); out, calls = {}, []
     own_ss, own_mm = E._add_ss_fragment, G.w4a16_fragment_matmul
     ok = lambda m, v: isinstance(m, K.W4A16Linear) and m.weight_fragment is not None and m.bias is None and v.shape[0] <= 16
     monkeypatch.setattr(E, '_norm_epilogue_ok', ok); monkeypatch.setattr(E, '_norm_in_ok', ok)
@@ -292,16 +284,19 @@ def test_modules_on_gpu_match_library_path():
     y17 = m(torch.randn(17, 2560, device='cuda').to(torch.bfloat16))        # more than 16 rows: the library path
     assert y17.shape == (17, 4096)
 
+def _plumbing_model():
+    "The engine plumbing tests' tiny Qwen3.5 (dims the fragment kernels take), its W4A16 conversion, a prompt and a block."
+    from effqwen.model import tiny_qwen35
+    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
+                    linear_key_head_dim=64, linear_value_head_dim=64)
+    return m, (lambda l: K.W4A16Linear.from_float(l, group_size=128)), torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,))
+
 def test_engine_swiglu_epilogue_plumbing_on_cpu(monkeypatch):
     """`SWIGLU_EPILOGUE` puts each layer's gate+up projection on the SwiGLU-epilogue fragment copy and the decode / verify
     steps call `forward_swiglu_out`; on a CPU that falls back to the two steps, so the engine's tokens and logits equal
     the engine's without it (the GPU kernel itself: `test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel`)."""
     import effqwen.engine as E
-    from effqwen.model import tiny_qwen35
-    m = tiny_qwen35(0, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
-                    linear_key_head_dim=64, linear_value_head_dim=64)
-    mk = lambda l: K.W4A16Linear.from_float(l, group_size=128)
-    pr, blk, out = torch.randint(0, 255, (1, 9)), torch.randint(0, 255, (16,)), {}
+    m, mk, pr, blk = _plumbing_model(); out = {}
     for on in (False, True):
         monkeypatch.setattr(E, 'SWIGLU_EPILOGUE', on)
         eng = E.Engine(m, max_seq_len=48, convert=mk, fused=False)
