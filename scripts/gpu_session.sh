@@ -8,6 +8,9 @@
 #          [-> tests/test_engine_gpu.py with TESTS=1, timeout TESTS_S]
 #   GPU 1: regen bf16 -> waits until latency_run's HF-eager stage is over (HF eager decoding is host-bound: a busy
 #          neighbour slows it, data/results/latency_h200_contended.json) -> train stage1 -> lossless32 (after stage 2)
+#   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
+#          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
+#          included) [-> opt with OPT=1]; no latency stages
 #
 # Run from the repository root on the device, after `gpu_drafter.py assemble --work $WORK` (README "GPU runs"):
 #   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
@@ -27,7 +30,7 @@
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
 export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
-G="python3 scripts/gpu_drafter.py"
+G=${G:-python3 scripts/gpu_drafter.py}
 waitfor() {  # waitfor MAX_S TEST...: poll every 5 s until the test holds or MAX_S pass
   local m=$1 t0=$SECONDS; shift
   until "$@"; do [ $((SECONDS - t0)) -ge "$m" ] && return 1; sleep 5; done
@@ -38,6 +41,21 @@ stage2_over() { [ -f "$W/train_b.over" ]; }   # stage 2 saved, or its chain gave
 lossless_over() { [ -f "$W/chain1.done" ]; }
 both_over() { [ -f "$W/chain0.done" ] && [ -f "$W/chain1.done" ]; }
 mark() { echo "[$(date +%T)] $*" >> "$W/chains.log"; }
+pack_drafters() {  # the trained drafters back to this side, in $OUT-sized files: stage 2 float32 (what eval / opt reuse), stage 1 bf16
+  [ -f "$W/drafters/stage2/model.safetensors" ] || return 0
+  python3 - "$W" <<'PY' && tar -cf - -C "$W" drafters_back | split -b 15m -d - "$R/drafters.tar.part" && mark "drafters packed: $(ls "$R" | grep -c drafters.tar.part) parts"
+import sys, shutil, torch
+from pathlib import Path
+from safetensors.torch import load_file, save_file
+w = Path(sys.argv[1]); out = w/'drafters_back'; shutil.rmtree(out, ignore_errors=True)
+for k in ('stage2', 'stage1'):                # (with direct in bf16 too, over $OUT's 64 MiB)
+    src = w/'drafters'/k
+    if not (src/'model.safetensors').exists(): continue
+    (out/k).mkdir(parents=True); shutil.copy(src/'config.json', out/k/'config.json')
+    sd = load_file(str(src/'model.safetensors'))
+    save_file(sd if k == 'stage2' else {n: t.to(torch.bfloat16) if t.is_floating_point() else t for n, t in sd.items()}, str(out/k/'model.safetensors'))
+PY
+}
 smoke_over() { [ -f "$W/smoke.over" ]; }
 smoke() {   # the PDL chain of the W4A16 kernels and the fused engine's verify / commit / speculative loop against HF
   mark "smoke"
@@ -53,14 +71,24 @@ smoke() {   # the PDL chain of the W4A16 kernels and the fused engine's verify /
 case ${1:?start|poll|chain0|chain1} in
   start) shift
     if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
-      sha256sum -c "${REGEN_TAR%/*}/SHA256" || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
+      (cd "${REGEN_TAR%/*}" && sha256sum -c SHA256) || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
       tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
     rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json "$W"/smoke.over "$W"/pdl.off "$W"/fragment.off "$W"/swiglu_epilogue.off
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
-    setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null &
-    if [ -n "${ENGINE_ONLY:-}" ]; then setsid nohup bash "$0" smoke1 > "$W/chain1.log" 2>&1 < /dev/null &
+    if [ -n "${SOLO:-}" ]; then setsid nohup bash "$0" solo > "$W/chain0.log" 2>&1 < /dev/null &
+    else setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null & fi
+    if [ -n "${SOLO:-}" ]; then :
+    elif [ -n "${ENGINE_ONLY:-}" ]; then setsid nohup bash "$0" smoke1 > "$W/chain1.log" 2>&1 < /dev/null &
     else setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null & fi
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
+  solo) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"   # SOLO=1: the drafter stages in a row on one GPU
+    mark "solo regen"; $G regen --work "$W" --batch "${REGEN_BATCH:-1024}" --deadline "${REGEN_DEADLINE:-900}" > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
+    mark "solo train stage1,direct,stage2"
+    $G train --work "$W" --drafters stage1,direct,stage2 --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
+    pack_drafters
+    mark "solo eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
+    if [ -n "${OPT:-}" ]; then mark "solo opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
+    mark "solo done"; touch "$W/chain0.done" "$W/chain1.done" ;;
   smoke1) export CUDA_VISIBLE_DEVICES=1   # ENGINE_ONLY: the smoke on GPU 1 beside GPU 0's profile
     smoke; mark "gpu1 done"; touch "$W/chain1.done" ;;
   chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
@@ -142,7 +170,7 @@ PY
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
     if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_int4_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
       tar -cJf "$R/regen_data.tar.xz" -C "$W" regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt; fi
-    find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' \) ! -name partial.json -exec cp {} "$OUT"/ \;
+    find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' -o -name 'drafters.tar.part*' \) ! -name partial.json -exec cp {} "$OUT"/ \;
     ls -la "$OUT" ;;
   *) echo "unknown stage $1"; exit 2 ;;
 esac
