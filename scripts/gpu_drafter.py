@@ -558,8 +558,10 @@ def _round_costs(doc: dict) -> str:
     R = sum(v['rounds'] for v in o.values())
     dr, vr = (sum(v[k] for v in o.values()) / R * 1e3 for k in ('draft_s', 'verify_s'))
     return (f"Step costs (GPU time, CUDA events): decode {sm['decode']:.2f} ms, verify-16 {sm['verify']:.2f} ms, commit {sm['commit']:.2f} ms, "
-            f"drafter step {sm['draft']:.2f} ms{' (torch.compiled)' if doc.get('drafter_compiled') else ''}; in the loop a stage-2 round took {dr + vr:.2f} ms of wall time "
-            f"(draft {dr:.2f} ms incl. the host copy of the proposal, verify + accept + commit {vr:.2f} ms).")
+            f"drafter step {sm['draft']:.2f} ms{' (torch.compiled)' if doc.get('drafter_compiled') else ''}; "
+            + (f"in the pipelined loop (rounds queued on the device, `engine.PIPELINED`) a stage-2 round took {dr + vr:.2f} ms between CUDA events "
+               f"(draft {dr:.2f} ms, verify + accept + commit {vr:.2f} ms)." if all(v.get('pipelined_runs') == v['n'] for v in o.values()) else
+               f"in the loop a stage-2 round took {dr + vr:.2f} ms of wall time (draft {dr:.2f} ms incl. the host copy of the proposal, verify + accept + commit {vr:.2f} ms)."))
 
 def _asked_steps(tr: dict) -> str:
     "The steps asked for, and the gpu DrafterSize's when env overrides (DRAFTER_STEPS1/2) asked for others."
