@@ -1,0 +1,103 @@
+"""Where does the gpu stage-2 drafter lose acceptance? A CPU replay (float32) of greedy speculative decoding
+(`drafter_opt.replay_acceptance`, the loop without its timing) on the INT4 target's own greedy continuations of
+
+- the eval prompts (the bundle's GSM8K and HumanEval prompts, the first N of each), and
+- prompts of the training distribution that no drafter trained on: the extra prompts past the ones a run used
+  (`prompts_extra.json` rows from --unseen-from on), grouped by kind (reasoning-gym, stdlib code, essays, wiki),
+
+beside the target's own confidence on those continuations (mean top-1 probability, share of tokens whose top-1 − top-2
+probability margin is under 0.2). If the eval prompts' τ is low where the target is as sure of its tokens as on the
+unseen training-like prompts, the drafter has not learned that kind of text: a data gap, not a hard target.
+
+Inputs: the bundle assembled on this machine (`DEV=cpu python scripts/gpu_drafter.py assemble --work W`, parts linked
+under W/parts/p*), a trained drafter folder brought back from the GPU (`gpu_session.sh` SOLO packs stage 2 in float32),
+and the extra prompts. About 7 minutes on 2 cores at N = 6, 192 new tokens.
+
+    python scripts/drafter_domain_probe.py --work /tmp/bw --drafter .devsite/drafters_s19/drafters_back/stage2
+    python scripts/drafter_domain_probe.py render
+"""
+import argparse, collections, hashlib, json, os, sys, time
+from pathlib import Path
+os.environ.setdefault('DEV', 'cpu')
+import torch
+
+def probe(a):
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gpu_drafter as G
+    from effqwen.core import write_result
+    from effqwen.dflash import load_drafter, extract_context_feature
+    from effqwen.drafter_opt import replay_acceptance
+    from effqwen.model import chat_prompt, greedy_generate
+    work, ddir = Path(a.work), Path(a.drafter)
+    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
+    d = load_drafter(ddir, int4).float().eval()
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    extra = json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]
+    sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
+    kinds = collections.defaultdict(list)
+    for r in extra: kinds[r['id'].split('/')[1]].append(r)           # extra/<kind>/...
+    for k, rows in sorted(kinds.items()):
+        sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in rows[:a.n]]
+    stops, rows = [tok.eos_token_id], []
+    for name, xs in sets.items():
+        L, P1, M, t = [], [], [], time.time()
+        for x in xs:
+            full = torch.cat([x, greedy_generate(int4, x, a.new, tok.eos_token_id)], 1)
+            with torch.no_grad():
+                o = int4(full, output_hidden_states=True)
+                f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
+                top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
+            P1 += top[:, 0].tolist(); M += (top[:, 0] - top[:, 1]).tolist()
+            L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops)
+        h = collections.Counter(L)
+        rows.append(dict(set=name, prompts=len(xs), tau=sum(L) / len(L), rounds=len(L), tokens=sum(L),
+                         target_top1_p=sum(P1) / len(P1), target_margin_lt_0_2=sum(m < 0.2 for m in M) / len(M),
+                         hist={k: h[k] for k in sorted(h)}, s=time.time() - t))
+        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rows[-1].items()}, flush=True)
+    sha = hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()
+    tr = json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance']
+    doc = dict(rows=rows, drafter=dict(path=str(ddir), sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
+               new_tokens=a.new, unseen_from=a.unseen_from, extra=dict(file=Path(a.extra).name, sha256=hashlib.sha256(Path(a.extra).read_bytes()).hexdigest()),
+               precision='float32 (target and drafter)', command=' '.join(sys.argv))
+    from effqwen.core import get_profile
+    print(write_result('drafter_domain_probe', doc, get_profile('gpu'), device='cpu'))
+
+def _compare(rows) -> str:
+    "The eval sets against the unseen sets the target is no surer of: their τ side by side (a data gap if the eval τ is lower)."
+    ev = [r for r in rows if not r['set'].startswith('unseen')]
+    peers = [r for r in rows if r['set'].startswith('unseen') and r['target_top1_p'] <= min(e['target_top1_p'] for e in ev)]
+    if not peers: return ''
+    f = lambda rs: ', '.join(f"{r['set']} {r['tau']:.2f} (p {r['target_top1_p']:.3f})" for r in rs)
+    return (f"Eval prompts: τ {f(ev)}; unseen prompts on which the target is no surer of its tokens: τ {f(peers)}"
+            + (" — lower τ on the eval prompts at equal or higher target confidence: the drafter has not learned their kind of text."
+               if max(e['tau'] for e in ev) < max(r['tau'] for r in peers) else '.'))
+
+def render(path: Path):
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text())
+    cols = [('set', 'prompts', '{}'), ('prompts', 'n', '{}'), ('tau', 'τ (replay)', '{:.2f}'), ('rounds', 'rounds', '{}'),
+            ('target_top1_p', 'target top-1 p', '{:.3f}'), ('target_margin_lt_0_2', 'target margin < 0.2', '{:.3f}')]
+    md = ("### Where the gpu stage-2 drafter loses acceptance: eval prompts vs unseen training-like prompts (SmolLM2 INT4 target)\n\n"
+          + render_table(doc['rows'], cols) + '\n'
+          + f"τ: greedy speculative decoding replayed (`replay_acceptance`, float32 target and drafter, CPU) on the target's own greedy continuation "
+          f"({doc['new_tokens']} new tokens) of each prompt; drafter {doc['drafter']['trained_by']}, sha256 {doc['drafter']['sha256'][:12]}. "
+          f"'unseen' = `{doc['extra']['file']}` prompts from row {doc['unseen_from']} on (no drafter trained on them), by kind. "
+          "target top-1 p: the target's mean probability of its own greedy token; margin: share of generated tokens whose top-1 − top-2 "
+          "probability gap is under 0.2. " + _compare(doc['rows']) + '\n\n' + provenance_line(doc) + '\n')
+    print(write_table('drafter_domain_probe', md, doc['provenance']['profile'])); print(md)
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render'])
+    ap.add_argument('--work', default='/tmp/bw')
+    ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
+    ap.add_argument('--extra', default='.devsite/extra/prompts_extra.json')
+    ap.add_argument('--unseen-from', type=int, default=8192, help='first extra row no run trained on (session 19 used rows 0..4095)')
+    ap.add_argument('-n', type=int, default=6, help='prompts per set')
+    ap.add_argument('--new', type=int, default=192, help='new tokens per prompt')
+    ap.add_argument('--result', default='data/results/drafter_domain_probe.json')
+    a = ap.parse_args()
+    torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
+    probe(a) if a.stage == 'probe' else render(Path(a.result))
+
+if __name__ == '__main__': main()
