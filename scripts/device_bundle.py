@@ -12,8 +12,16 @@ same mixed pool (another seed) that the bundle's training prompts do not already
 with its sha256 beside it (`gpu_drafter.py` appends them after the bundle's own when EXTRA_PROMPTS points there).
 
     python scripts/device_bundle.py --extra 12288 --out .devsite/extra
+
+Prompts whose answers are reasoning in prose steps (`--reason N`): the bundle's reasoning-gym third asks for terse answers
+("Only reply with the final value"), so the drafter saw few step-by-step solutions, the kind of text GSM8K answers are
+(`scripts/drafter_domain_probe.py`). `--reason N` writes the first `--keep` rows of an earlier extra file (their
+regenerated answers stay valid: answers are keyed by index) followed by N reasoning-gym word problems, each with a
+step-by-step ask appended. `gsm_symbolic` is left out: its templates come from GSM8K test questions, the eval set.
+
+    python scripts/device_bundle.py --reason 4096 --keep 4096 --extra-from .devsite/extra/prompts_extra.json --out .devsite/extra_reason
 """
-import argparse, hashlib, io, json, tarfile, time
+import argparse, collections, hashlib, io, json, tarfile, time
 from pathlib import Path
 from safetensors.torch import save_file, load_file
 
@@ -24,8 +32,13 @@ def main():
     ap.add_argument('--out', default='.devsite/bundle')
     ap.add_argument('--part-mb', type=float, default=58.0)
     ap.add_argument('--extra', type=int, default=0, help='write this many extra training prompts instead of the bundle')
+    ap.add_argument('--reason', type=int, default=0, help='write --keep rows of --extra-from, then this many step-by-step reasoning prompts')
+    ap.add_argument('--keep', type=int, default=4096, help='--reason: rows of --extra-from kept first (the ones an earlier run regenerated)')
+    ap.add_argument('--extra-from', default='.devsite/extra/prompts_extra.json')
     a = ap.parse_args()
+    if a.extra and a.reason: raise ValueError('--extra and --reason write different files: pass one of them')
     if a.extra: return extra_prompts(a.extra, Path(a.out))
+    if a.reason: return reason_prompts(a.reason, a.keep, Path(a.extra_from), Path(a.out))
     from effqwen.core import get_profile
     from effqwen.assets import smollm2_gguf, SMOLLM2
     from effqwen.model import load_tokenizer
@@ -87,6 +100,45 @@ def extra_prompts(n: int, out: Path):
                         excluded='the bundle training prompts (drafter_train_prompts(gpu))')).encode()
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
     print(f'{len(rows)} extra prompts -> {out}/prompts_extra.json', {kk: len(v) for kk, v in picked.items()}, sha(b))
+
+REASON_GENS = ('aiw', 'coin_flip', 'jugs', 'leg_counting', 'time_intervals', 'calendar_arithmetic', 'family_relationships',
+               'simple_geometry', 'dice', 'knights_knaves', 'syllogism', 'simple_equations', 'basic_arithmetic', 'products',
+               'chain_sum', 'decimal_arithmetic', 'fraction_simplification', 'gcd', 'lcm', 'prime_factorization',
+               'polynomial_equations', 'number_sequence', 'count_primes', 'power_function')   # word problems and sums; not gsm_symbolic
+REASON_ASKS = ('Solve this step by step, then state the final answer.', 'Explain your reasoning step by step before giving the answer.',
+               'Work through the problem one step at a time and finish with the answer.')
+
+def reason_prompts(n: int, keep: int, src: Path, out: Path):
+    """`keep` rows of the extra file `src`, then n reasoning-gym word problems (generators `REASON_GENS`, round-robin, seed
+    + 2) with one of `REASON_ASKS` appended, none among the bundle's or the kept prompts."""
+    import random, reasoning_gym as rg
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_train_prompts
+    p = get_profile('gpu'); seed = p.seed + 2
+    b0 = src.read_bytes(); want = src.with_suffix('.sha256').read_text().split()[0]
+    if sha(b0) != want: raise ValueError(f'--extra-from {src}: sha256 differs from its .sha256 file: rewrite it with --extra')
+    kept = json.loads(b0)['train'][:keep]
+    if len(kept) < keep: raise ValueError(f'--keep {keep}: {src} holds only {len(kept)} rows')
+    seen = set(drafter_train_prompts(p)['prompt']) | {r['prompt'] for r in kept}
+    per = -(-2 * n // len(REASON_GENS)); gens, skipped = [], {}
+    for g in REASON_GENS:
+        try: gens.append([(g, i, x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))])
+        except Exception as e: skipped[g] = repr(e)[:200]
+    rows, k = [], 0
+    for g, i, q in (t for grp in zip(*gens) for t in grp):
+        if len(rows) == n: break
+        pr = q.rstrip() + '\n\n' + REASON_ASKS[k % len(REASON_ASKS)]
+        if pr in seen: continue
+        seen.add(pr); rows.append(dict(id=f'extra/reason/{g}/{i}', prompt=pr)); k += 1
+    if len(rows) < n: raise ValueError(f'only {len(rows)} new reasoning prompts for --reason {n}: ask for fewer')
+    random.Random(seed).shuffle(rows)
+    kinds = dict(collections.Counter(r['id'].split('/')[2] for r in rows))
+    out.mkdir(parents=True, exist_ok=True)
+    b = json.dumps(dict(train=kept + rows, seed=seed, kept=dict(file=src.name, sha256=sha(b0), rows=keep), kinds=dict(reason=len(rows)),
+                        generators=kinds, skipped=skipped, asks=REASON_ASKS,
+                        excluded='the bundle training prompts (drafter_train_prompts(gpu)) and the kept rows; gsm_symbolic (GSM8K test templates)')).encode()
+    (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
+    print(f'{keep} kept + {len(rows)} reasoning prompts -> {out}/prompts_extra.json', kinds, skipped or '', sha(b))
 
 def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> dict:
     """Tar `members` ({name: bytes}), split the tar into out/p1/part, out/p2/part, ... of at most `part_mb` MB and write

@@ -63,14 +63,14 @@ def probe(a):
     print(write_result('drafter_domain_probe', doc, get_profile('gpu'), device='cpu'))
 
 def _compare(rows) -> str:
-    "The eval sets against the unseen sets the target is no surer of: their τ side by side (a data gap if the eval τ is lower)."
+    "The eval sets beside the unseen sets the target is less sure of that still reach a higher τ (a data gap, if any)."
     ev = [r for r in rows if not r['set'].startswith('unseen')]
-    peers = [r for r in rows if r['set'].startswith('unseen') and r['target_top1_p'] <= min(e['target_top1_p'] for e in ev)]
-    if not peers: return ''
+    hi = [r for r in rows if r['set'].startswith('unseen') and r['target_top1_p'] <= min(e['target_top1_p'] for e in ev)
+          and r['tau'] > max(e['tau'] for e in ev)]
+    if not hi: return ''
     f = lambda rs: ', '.join(f"{r['set']} {r['tau']:.2f} (p {r['target_top1_p']:.3f})" for r in rs)
-    return (f"Eval prompts: τ {f(ev)}; unseen prompts on which the target is no surer of its tokens: τ {f(peers)}"
-            + (" — lower τ on the eval prompts at equal or higher target confidence: the drafter has not learned their kind of text."
-               if max(e['tau'] for e in ev) < max(r['tau'] for r in peers) else '.'))
+    return (f"Eval prompts: τ {f(ev)}. On {', '.join(r['set'] for r in hi)} the target is less sure of its own tokens, yet τ is "
+            f"higher: {f(hi)}. So the eval prompts' lower τ is not the target's uncertainty: the drafter has not learned their kind of text.")
 
 def render(path: Path):
     from effqwen.core import render_table, write_table, provenance_line
