@@ -15,6 +15,7 @@ and the extra prompts. About 7 minutes on 2 cores at N = 6, 192 new tokens.
 
     python scripts/drafter_domain_probe.py --work /tmp/bw --drafter .devsite/drafters_s19/drafters_back/stage2
     python scripts/drafter_domain_probe.py render
+    python scripts/drafter_domain_probe.py same --drafter ...   # is it the drafter tables A5 / A6 measured? (per-round replay)
 """
 import argparse, collections, hashlib, json, os, sys, time
 from pathlib import Path
@@ -62,6 +63,34 @@ def probe(a):
     from effqwen.core import get_profile
     print(write_result('drafter_domain_probe', doc, get_profile('gpu'), device='cpu'))
 
+def same_drafter(a):
+    """Is this drafter the one `drafter_opt_gpu.json` (tables A5 / A6) measured? Replay it on the first --check prompts of
+    GSM8K the way A5 did (the INT4 target's float32 greedy continuation, 256 new tokens) and compare the acceptance
+    length of every round with the unquantized row's recorded ones (`a5_lengths`)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gpu_drafter as G
+    from effqwen.core import write_result, get_profile
+    from effqwen.dflash import load_drafter, extract_context_feature
+    from effqwen.drafter_opt import replay_acceptance
+    from effqwen.model import greedy_generate
+    work, ddir = Path(a.work), Path(a.drafter)
+    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
+    d = load_drafter(ddir, int4).float().eval()
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    opt = json.loads(Path('data/results/drafter_opt_gpu.json').read_text())
+    ref, L = opt['a5_lengths']['unquantized']['gsm8k'], []
+    for x in pr['bench']['gsm8k'][:a.check]:
+        x = torch.tensor(x)[None]
+        full = torch.cat([x, greedy_generate(int4, x, opt['eval']['new_tokens'], tok.eos_token_id)], 1)
+        with torch.no_grad(): f = extract_context_feature(int4(full, output_hidden_states=True).hidden_states, list(d.target_layer_ids))
+        L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id])
+    diff = next((i for i, (u, v) in enumerate(zip(L, ref)) if u != v), None)
+    doc = dict(prompts=a.check, rounds=len(L), equal=L == ref[:len(L)], first_different_round=diff,
+               drafter=dict(path=str(ddir), sha256=hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()),
+               against=f"drafter_opt_gpu.json a5_lengths.unquantized.gsm8k (git {opt['provenance']['git_sha'][:12]})", command=' '.join(sys.argv))
+    print(doc)
+    print(write_result('drafter_same_check', doc, get_profile('gpu'), device='cpu'))
+
 def _compare(rows) -> str:
     "The eval sets beside the unseen sets the target is less sure of that still reach a higher τ (a data gap, if any)."
     ev = [r for r in rows if not r['set'].startswith('unseen')]
@@ -88,7 +117,8 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render'])
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same'])
+    ap.add_argument('--check', type=int, default=4, help='same: GSM8K prompts replayed')
     ap.add_argument('--work', default='/tmp/bw')
     ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
     ap.add_argument('--extra', default='.devsite/extra/prompts_extra.json')
@@ -98,6 +128,6 @@ def main():
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
-    probe(a) if a.stage == 'probe' else render(Path(a.result))
+    {'probe': probe, 'same': same_drafter}.get(a.stage, lambda a: render(Path(a.result)))(a)
 
 if __name__ == '__main__': main()
