@@ -573,7 +573,13 @@ def render_opt(path: Path):
             "Step: GPU time of one recorded drafter step (CUDA graph; CUDA events, median of 20) of the bf16 copy of the unquantized drafter after the "
             "first long prompt; the W4 drafter runs fake-quantized weights (no W4 kernel in the static drafter), so only its τ is reported.")
     tp = path.with_name('drafter_training_gpu.json')                # the run that trained this drafter: its chunk length
-    if tp.exists() and (tr := json.loads(tp.read_text()))['provenance']['git_sha'] == doc['provenance']['git_sha']:
+    sp = path.with_name('drafter_same_check.json')                  # or a later run whose drafter replays as this one did
+    sc = json.loads(sp.read_text()) if sp.exists() else None
+    same = bool(sc and sc['equal'] and doc['provenance']['git_sha'][:12] in sc['against'])
+    if same:
+        cap5 += (f" The committed A4 run trained the same drafter: replayed on the first {sc['prompts']} GSM8K prompts, its stage-2 drafter "
+                 f"accepts the same length in each of {sc['rounds']} rounds as the one measured here (`drafter_same_check.json`).")
+    if tp.exists() and ((tr := json.loads(tp.read_text()))['provenance']['git_sha'] == doc['provenance']['git_sha'] or same):
         cap6 += (f" The drafter trained on {tr['train']['sizes']['pack_len']}-token chunks (`drafter_training_gpu.json`), shorter than these "
                  "prompts: with full attention it reads keys farther back than any training position.")
     prof = doc['provenance']['profile']
