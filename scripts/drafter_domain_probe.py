@@ -22,13 +22,74 @@ from pathlib import Path
 os.environ.setdefault('DEV', 'cpu')
 import torch
 
+def replay_set(int4, d, tok, name, xs, new):
+    "τ of drafter d replayed on the target's greedy continuations of prompts xs, and the target's confidence on them."
+    from effqwen.dflash import extract_context_feature
+    from effqwen.drafter_opt import replay_acceptance
+    from effqwen.model import greedy_generate
+    L, P1, M, t = [], [], [], time.time()
+    for x in xs:
+        full = torch.cat([x, greedy_generate(int4, x, new, tok.eos_token_id)], 1)
+        with torch.no_grad():
+            o = int4(full, output_hidden_states=True)
+            f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
+            top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
+        P1 += top[:, 0].tolist(); M += (top[:, 0] - top[:, 1]).tolist()
+        L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id])
+    h = collections.Counter(L)
+    r = dict(set=name, prompts=len(xs), tau=sum(L) / len(L), rounds=len(L), tokens=sum(L),
+             target_top1_p=sum(P1) / len(P1), target_margin_lt_0_2=sum(m < 0.2 for m in M) / len(M),
+             hist={k: h[k] for k in sorted(h)}, s=time.time() - t)
+    print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items()}, flush=True)
+    return r
+
+def finetune(a):
+    """Does step-by-step reasoning text close the gap? Fine-tune the drafter briefly on the INT4 target's own answers
+    to --ft-prompts of the reasoning prompts (`device_bundle.py --reason`, rows past the kept ones), here on the CPU
+    (float32), then replay GSM8K, HumanEval and unseen code / reasoning-gym prompts again (their τ before: `probe`)."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gpu_drafter as G
+    from effqwen.core import write_result, get_profile, set_determinism
+    from effqwen.dflash import load_drafter, train_drafter
+    from effqwen.drafter_opt import drafter_size, pack_features
+    from effqwen.model import chat_prompt
+    from effqwen.regen import generate_texts, pack
+    work, ddir = Path(a.work), Path(a.drafter)
+    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
+    d = load_drafter(ddir, int4).float()
+    rx = json.loads(Path(a.reason).read_text())
+    rows = [r for r in rx['train'] if '/reason/' in r['id']]
+    train_p, t0 = [chat_prompt(tok, r['prompt']) for r in rows[:a.ft_prompts]], time.time()
+    resp = generate_texts(int4, tok, train_p, a.new, 0.0, batch_size=16, desc='answers')
+    t_regen = time.time() - t0
+    pk = pack(dict(prompt=train_p, text=[q + r + tok.eos_token for q, r in zip(train_p, resp)]), tok, 512)
+    lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
+    feats = pack_features(int4, pk['input_ids'], list(d.target_layer_ids), progress=False)
+    S = drafter_size(get_profile('gpu')); set_determinism(0)
+    h = train_drafter(d, None, pk['input_ids'], lm, steps=a.ft_steps, batch_size=4, lr=S.lr2, n_anchors=32, features=feats, seed=0)
+    d.eval()
+    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    extra = json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]
+    sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
+    for k in ('code', 'rg'):
+        sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids
+                               for r in [r for r in extra if r['id'].split('/')[1] == k][:a.n]]
+    after = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in sets.items()]
+    before = json.loads(Path('data/results/drafter_domain_probe.json').read_text())
+    doc = dict(rows=after, before={r['set']: r['tau'] for r in before['rows']}, finetune=dict(
+                   conversations=len(train_p), chunks=len(pk['input_ids']), response_tokens=int(lm.sum()), steps=a.ft_steps, batch=4,
+                   anchors=32, chunk=512, lr=S.lr2, answers_s=t_regen, train_s=h.seconds, loss_first_last=[h.losses[0], sum(h.losses[-10:]) / 10],
+                   prompts=f"{Path(a.reason).name} rows with '/reason/' ids, the first {len(train_p)}"),
+               drafter=dict(path=str(ddir), sha256=hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()),
+               new_tokens=a.new, precision='float32 (target and drafter)', command=' '.join(sys.argv))
+    print(write_result('drafter_reason_finetune_probe', doc, get_profile('gpu'), device='cpu'))
+
 def probe(a):
     sys.path.insert(0, str(Path(__file__).parent))
     import gpu_drafter as G
     from effqwen.core import write_result
-    from effqwen.dflash import load_drafter, extract_context_feature
-    from effqwen.drafter_opt import replay_acceptance
-    from effqwen.model import chat_prompt, greedy_generate
+    from effqwen.dflash import load_drafter
+    from effqwen.model import chat_prompt
     work, ddir = Path(a.work), Path(a.drafter)
     _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
     d = load_drafter(ddir, int4).float().eval()
@@ -39,22 +100,7 @@ def probe(a):
     for r in extra: kinds[r['id'].split('/')[1]].append(r)           # extra/<kind>/...
     for k, rows in sorted(kinds.items()):
         sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in rows[:a.n]]
-    stops, rows = [tok.eos_token_id], []
-    for name, xs in sets.items():
-        L, P1, M, t = [], [], [], time.time()
-        for x in xs:
-            full = torch.cat([x, greedy_generate(int4, x, a.new, tok.eos_token_id)], 1)
-            with torch.no_grad():
-                o = int4(full, output_hidden_states=True)
-                f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
-                top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
-            P1 += top[:, 0].tolist(); M += (top[:, 0] - top[:, 1]).tolist()
-            L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops)
-        h = collections.Counter(L)
-        rows.append(dict(set=name, prompts=len(xs), tau=sum(L) / len(L), rounds=len(L), tokens=sum(L),
-                         target_top1_p=sum(P1) / len(P1), target_margin_lt_0_2=sum(m < 0.2 for m in M) / len(M),
-                         hist={k: h[k] for k in sorted(h)}, s=time.time() - t))
-        print({k: (round(v, 3) if isinstance(v, float) else v) for k, v in rows[-1].items()}, flush=True)
+    rows = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in sets.items()]
     sha = hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()
     tr = json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance']
     doc = dict(rows=rows, drafter=dict(path=str(ddir), sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
@@ -117,7 +163,10 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same'])
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune'])
+    ap.add_argument('--reason', default='.devsite/extra_reason/prompts_extra.json', help='finetune: the reasoning prompts (device_bundle.py --reason)')
+    ap.add_argument('--ft-prompts', type=int, default=96, help='finetune: reasoning prompts answered and trained on')
+    ap.add_argument('--ft-steps', type=int, default=120, help='finetune: optimizer steps')
     ap.add_argument('--check', type=int, default=4, help='same: GSM8K prompts replayed')
     ap.add_argument('--work', default='/tmp/bw')
     ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
@@ -128,6 +177,6 @@ def main():
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
-    {'probe': probe, 'same': same_drafter}.get(a.stage, lambda a: render(Path(a.result)))(a)
+    {'probe': probe, 'same': same_drafter, 'finetune': finetune}.get(a.stage, lambda a: render(Path(a.result)))(a)
 
 if __name__ == '__main__': main()
