@@ -60,13 +60,24 @@ def finetune(a):
     rx = json.loads(Path(a.reason).read_text())
     rows = [r for r in rx['train'] if '/reason/' in r['id']]
     train_p, t0 = [chat_prompt(tok, r['prompt']) for r in rows[:a.ft_prompts]], time.time()
-    resp = generate_texts(int4, tok, train_p, a.new, 0.0, batch_size=16, desc='answers')
-    t_regen = time.time() - t0
-    pk = pack(dict(prompt=train_p, text=[q + r + tok.eos_token for q, r in zip(train_p, resp)]), tok, 512)
+    cache = Path(a.answers_cache) if a.answers_cache else None          # the answers, kept for a rerun with other settings
+    got = json.loads(cache.read_text()) if cache and cache.exists() else {}
+    if [got.get(q) for q in train_p].count(None):
+        resp = generate_texts(int4, tok, train_p, a.new, 0.0, batch_size=16, desc='answers'); got = dict(zip(train_p, resp))
+        if cache: cache.write_text(json.dumps(got))
+    resp, t_regen = [got[q] for q in train_p], time.time() - t0
+    texts = [q + r + tok.eos_token for q, r in zip(train_p, resp)]
+    if a.mix:                                                          # INT4 answers to the bundle's own prompts (stage 2's data)
+        pb = G.load_prompts(work); old = G.load_answers(work, 'int4', pb)
+        idx = sorted(int(i) for i in old)[:a.mix]
+        mp = [chat_prompt(tok, pb['train'][i]['prompt']) for i in idx]
+        train_p, texts = train_p + mp, texts + [q + old[str(i)] + tok.eos_token for q, i in zip(mp, idx)]
+    pk = pack(dict(prompt=train_p, text=texts), tok, 512)
     lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
     feats = pack_features(int4, pk['input_ids'], list(d.target_layer_ids), progress=False)
     S = drafter_size(get_profile('gpu')); set_determinism(0)
-    h = train_drafter(d, None, pk['input_ids'], lm, steps=a.ft_steps, batch_size=4, lr=S.lr2, n_anchors=32, features=feats, seed=0)
+    lr = a.ft_lr or S.lr2
+    h = train_drafter(d, None, pk['input_ids'], lm, steps=a.ft_steps, batch_size=4, lr=lr, n_anchors=32, features=feats, seed=0)
     d.eval()
     pr = json.loads((work/'bundle'/'prompts.json').read_text())
     extra = json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]
@@ -78,11 +89,11 @@ def finetune(a):
     before = json.loads(Path('data/results/drafter_domain_probe.json').read_text())
     doc = dict(rows=after, before={r['set']: r['tau'] for r in before['rows']}, finetune=dict(
                    conversations=len(train_p), chunks=len(pk['input_ids']), response_tokens=int(lm.sum()), steps=a.ft_steps, batch=4,
-                   anchors=32, chunk=512, lr=S.lr2, answers_s=t_regen, train_s=h.seconds, loss_first_last=[h.losses[0], sum(h.losses[-10:]) / 10],
+                   anchors=32, chunk=512, lr=lr, mixed_bundle_int4_answers=a.mix, answers_s=t_regen, train_s=h.seconds, loss_first_last=[h.losses[0], sum(h.losses[-10:]) / 10],
                    prompts=f"{Path(a.reason).name} rows with '/reason/' ids, the first {len(train_p)}"),
                drafter=dict(path=str(ddir), sha256=hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()),
                new_tokens=a.new, precision='float32 (target and drafter)', command=' '.join(sys.argv))
-    print(write_result('drafter_reason_finetune_probe', doc, get_profile('gpu'), device='cpu'))
+    print(write_result(a.ft_result, doc, get_profile('gpu'), device='cpu'))
 
 def probe(a):
     sys.path.insert(0, str(Path(__file__).parent))
@@ -167,6 +178,10 @@ def main():
     ap.add_argument('--reason', default='.devsite/extra_reason/prompts_extra.json', help='finetune: the reasoning prompts (device_bundle.py --reason)')
     ap.add_argument('--ft-prompts', type=int, default=96, help='finetune: reasoning prompts answered and trained on')
     ap.add_argument('--ft-steps', type=int, default=120, help='finetune: optimizer steps')
+    ap.add_argument('--ft-lr', type=float, default=None, help='finetune: lr (default: the gpu DrafterSize lr2)')
+    ap.add_argument('--mix', type=int, default=0, help='finetune: also this many INT4 answers to the bundle prompts (stage 2 data)')
+    ap.add_argument('--answers-cache', default='', help='finetune: json of the reasoning answers (written once, read after)')
+    ap.add_argument('--ft-result', default='drafter_reason_finetune_probe', help='finetune: result name')
     ap.add_argument('--check', type=int, default=4, help='same: GSM8K prompts replayed')
     ap.add_argument('--work', default='/tmp/bw')
     ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
