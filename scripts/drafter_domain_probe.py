@@ -22,20 +22,45 @@ from pathlib import Path
 os.environ.setdefault('DEV', 'cpu')
 import torch
 
-def replay_set(int4, d, tok, name, xs, new):
-    "τ of drafter d replayed on the target's greedy continuations of prompts xs, and the target's confidence on them."
+def _load(a):
+    "(gpu_drafter module, INT4 target in float32, tokenizer, drafter bound to it, bundle prompts, drafter sha256)."
+    sys.path.insert(0, str(Path(__file__).parent))
+    import gpu_drafter as G
+    from effqwen.dflash import load_drafter
+    ddir = Path(a.drafter)
+    _, int4, tok = G.load_models(Path(a.work), dtype=torch.float32, with_bf16=False)
+    d = load_drafter(ddir, int4).float().eval()
+    pr = json.loads((Path(a.work)/'bundle'/'prompts.json').read_text())
+    return G, int4, tok, d, pr, hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()
+
+def _sets(a, tok, pr, kinds=None) -> dict:
+    "The first -n GSM8K and HumanEval prompts, and the first -n unseen extra prompts of each kind (or of `kinds`)."
+    from effqwen.model import chat_prompt
+    sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
+    by = collections.defaultdict(list)
+    for r in json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]: by[r['id'].split('/')[1]].append(r)   # extra/<kind>/...
+    for k in sorted(kinds or by):
+        sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in by[k][:a.n]]
+    return sets
+
+def _replay(int4, d, tok, x, new):
+    "Acceptance lengths of drafter d replayed on the target's greedy continuation of prompt x, and the target's top-2 probabilities there."
     from effqwen.dflash import extract_context_feature
     from effqwen.drafter_opt import replay_acceptance
     from effqwen.model import greedy_generate
+    full = torch.cat([x, greedy_generate(int4, x, new, tok.eos_token_id)], 1)
+    with torch.no_grad():
+        o = int4(full, output_hidden_states=True)
+        f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
+        top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
+    return replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id]), top
+
+def replay_set(int4, d, tok, name, xs, new):
+    "τ of drafter d replayed on the target's greedy continuations of prompts xs, and the target's confidence on them."
     L, P1, M, t = [], [], [], time.time()
     for x in xs:
-        full = torch.cat([x, greedy_generate(int4, x, new, tok.eos_token_id)], 1)
-        with torch.no_grad():
-            o = int4(full, output_hidden_states=True)
-            f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
-            top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
-        P1 += top[:, 0].tolist(); M += (top[:, 0] - top[:, 1]).tolist()
-        L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id])
+        lens, top = _replay(int4, d, tok, x, new)
+        L += lens; P1 += top[:, 0].tolist(); M += (top[:, 0] - top[:, 1]).tolist()
     h = collections.Counter(L)
     r = dict(set=name, prompts=len(xs), tau=sum(L) / len(L), rounds=len(L), tokens=sum(L),
              target_top1_p=sum(P1) / len(P1), target_margin_lt_0_2=sum(m < 0.2 for m in M) / len(M),
@@ -47,18 +72,13 @@ def finetune(a):
     """Does step-by-step reasoning text close the gap? Fine-tune the drafter briefly on the INT4 target's own answers
     to --ft-prompts of the reasoning prompts (`device_bundle.py --reason`, rows past the kept ones), here on the CPU
     (float32), then replay GSM8K, HumanEval and unseen code / reasoning-gym prompts again (their τ before: `probe`)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    import gpu_drafter as G
     from effqwen.core import write_result, get_profile, set_determinism
-    from effqwen.dflash import load_drafter, train_drafter
+    from effqwen.dflash import train_drafter
     from effqwen.drafter_opt import drafter_size, pack_features
     from effqwen.model import chat_prompt
     from effqwen.regen import generate_texts, pack
-    work, ddir = Path(a.work), Path(a.drafter)
-    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
-    d = load_drafter(ddir, int4).float()
-    rx = json.loads(Path(a.reason).read_text())
-    rows = [r for r in rx['train'] if '/reason/' in r['id']]
+    G, int4, tok, d, pr, sha = _load(a)
+    rows = [r for r in json.loads(Path(a.reason).read_text())['train'] if '/reason/' in r['id']]
     train_p, t0 = [chat_prompt(tok, r['prompt']) for r in rows[:a.ft_prompts]], time.time()
     cache = Path(a.answers_cache) if a.answers_cache else None          # the answers, kept for a rerun with other settings
     got = json.loads(cache.read_text()) if cache and cache.exists() else {}
@@ -68,7 +88,7 @@ def finetune(a):
     resp, t_regen = [got[q] for q in train_p], time.time() - t0
     texts = [q + r + tok.eos_token for q, r in zip(train_p, resp)]
     if a.mix:                                                          # INT4 answers to the bundle's own prompts (stage 2's data)
-        pb = G.load_prompts(work); old = G.load_answers(work, 'int4', pb)
+        pb = G.load_prompts(Path(a.work)); old = G.load_answers(Path(a.work), 'int4', pb)
         idx = sorted(int(i) for i in old)[:a.mix]
         mp = [chat_prompt(tok, pb['train'][i]['prompt']) for i in idx]
         train_p, texts = train_p + mp, texts + [q + old[str(i)] + tok.eos_token for q, i in zip(mp, idx)]
@@ -79,71 +99,36 @@ def finetune(a):
     lr = a.ft_lr or S.lr2
     h = train_drafter(d, None, pk['input_ids'], lm, steps=a.ft_steps, batch_size=4, lr=lr, n_anchors=32, features=feats, seed=0)
     d.eval()
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
-    extra = json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]
-    sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
-    for k in ('code', 'rg'):
-        sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids
-                               for r in [r for r in extra if r['id'].split('/')[1] == k][:a.n]]
-    after = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in sets.items()]
+    after = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in _sets(a, tok, pr, kinds=('code', 'rg')).items()]
     before = json.loads(Path('data/results/drafter_domain_probe.json').read_text())
     doc = dict(rows=after, before={r['set']: r['tau'] for r in before['rows']}, finetune=dict(
                    conversations=len(train_p), chunks=len(pk['input_ids']), response_tokens=int(lm.sum()), steps=a.ft_steps, batch=4,
                    anchors=32, chunk=512, lr=lr, mixed_bundle_int4_answers=a.mix, answers_s=t_regen, train_s=h.seconds, loss_first_last=[h.losses[0], sum(h.losses[-10:]) / 10],
                    prompts=f"{Path(a.reason).name} rows with '/reason/' ids, the first {len(train_p)}"),
-               drafter=dict(path=str(ddir), sha256=hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()),
-               new_tokens=a.new, precision='float32 (target and drafter)', command=' '.join(sys.argv))
+               drafter=dict(path=a.drafter, sha256=sha), new_tokens=a.new, precision='float32 (target and drafter)', command=' '.join(sys.argv))
     print(write_result(a.ft_result, doc, get_profile('gpu'), device='cpu'))
 
 def probe(a):
-    sys.path.insert(0, str(Path(__file__).parent))
-    import gpu_drafter as G
-    from effqwen.core import write_result
-    from effqwen.dflash import load_drafter
-    from effqwen.model import chat_prompt
-    work, ddir = Path(a.work), Path(a.drafter)
-    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
-    d = load_drafter(ddir, int4).float().eval()
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
-    extra = json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]
-    sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
-    kinds = collections.defaultdict(list)
-    for r in extra: kinds[r['id'].split('/')[1]].append(r)           # extra/<kind>/...
-    for k, rows in sorted(kinds.items()):
-        sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in rows[:a.n]]
-    rows = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in sets.items()]
-    sha = hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()
+    from effqwen.core import write_result, get_profile
+    G, int4, tok, d, pr, sha = _load(a)
+    rows = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in _sets(a, tok, pr).items()]
     tr = json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance']
-    doc = dict(rows=rows, drafter=dict(path=str(ddir), sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
+    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
                new_tokens=a.new, unseen_from=a.unseen_from, extra=dict(file=Path(a.extra).name, sha256=hashlib.sha256(Path(a.extra).read_bytes()).hexdigest()),
                precision='float32 (target and drafter)', command=' '.join(sys.argv))
-    from effqwen.core import get_profile
     print(write_result('drafter_domain_probe', doc, get_profile('gpu'), device='cpu'))
 
 def same_drafter(a):
     """Is this drafter the one `drafter_opt_gpu.json` (tables A5 / A6) measured? Replay it on the first --check prompts of
     GSM8K the way A5 did (the INT4 target's float32 greedy continuation, 256 new tokens) and compare the acceptance
     length of every round with the unquantized row's recorded ones (`a5_lengths`)."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    import gpu_drafter as G
     from effqwen.core import write_result, get_profile
-    from effqwen.dflash import load_drafter, extract_context_feature
-    from effqwen.drafter_opt import replay_acceptance
-    from effqwen.model import greedy_generate
-    work, ddir = Path(a.work), Path(a.drafter)
-    _, int4, tok = G.load_models(work, dtype=torch.float32, with_bf16=False)
-    d = load_drafter(ddir, int4).float().eval()
-    pr = json.loads((work/'bundle'/'prompts.json').read_text())
+    G, int4, tok, d, pr, sha = _load(a)
     opt = json.loads(Path('data/results/drafter_opt_gpu.json').read_text())
     ref, L = opt['a5_lengths']['unquantized']['gsm8k'], []
-    for x in pr['bench']['gsm8k'][:a.check]:
-        x = torch.tensor(x)[None]
-        full = torch.cat([x, greedy_generate(int4, x, opt['eval']['new_tokens'], tok.eos_token_id)], 1)
-        with torch.no_grad(): f = extract_context_feature(int4(full, output_hidden_states=True).hidden_states, list(d.target_layer_ids))
-        L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id])
+    for x in pr['bench']['gsm8k'][:a.check]: L += _replay(int4, d, tok, torch.tensor(x)[None], opt['eval']['new_tokens'])[0]
     diff = next((i for i, (u, v) in enumerate(zip(L, ref)) if u != v), None)
-    doc = dict(prompts=a.check, rounds=len(L), equal=L == ref[:len(L)], first_different_round=diff,
-               drafter=dict(path=str(ddir), sha256=hashlib.sha256((ddir/'model.safetensors').read_bytes()).hexdigest()),
+    doc = dict(prompts=a.check, rounds=len(L), equal=L == ref[:len(L)], first_different_round=diff, drafter=dict(path=a.drafter, sha256=sha),
                against=f"drafter_opt_gpu.json a5_lengths.unquantized.gsm8k (git {opt['provenance']['git_sha'][:12]})", command=' '.join(sys.argv))
     print(doc)
     print(write_result('drafter_same_check', doc, get_profile('gpu'), device='cpu'))

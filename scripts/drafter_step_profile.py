@@ -76,7 +76,7 @@ def main():
             sync()
         kern = [e for e in prof.key_averages() if DEV == 'cuda' and str(getattr(e, 'device_type', '')).endswith('CUDA')]   # the kernels
         key = 'compiled' if comp else 'eager'
-        res['serve'][key] = dict(step_ms=step, kernels=sum(e.count for e in kern), kernel_us=sum(e.device_time_total for e in kern) / 1.0,
+        res['serve'][key] = dict(step_ms=step, kernels=sum(e.count for e in kern), kernel_us=sum(e.device_time_total for e in kern),
                                  top=top(prof, 25))
         print('serve', key, f'{step:.3f} ms', res['serve'][key]['kernels'], 'kernels', flush=True)
     res['wall_s'] = time.time() - t0

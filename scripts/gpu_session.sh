@@ -82,6 +82,7 @@ case ${1:?start|poll|chain0|chain1} in
     else setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null & fi
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
   solo) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"   # SOLO=1: the drafter stages in a row on one GPU
+    # both targets' regen in one process, logged where poll reads the bf16 regen's log
     mark "solo regen"; $G regen --work "$W" --batch "${REGEN_BATCH:-1024}" --deadline "${REGEN_DEADLINE:-900}" > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
     mark "solo train stage1,direct,stage2"
     $G train --work "$W" --drafters stage1,direct,stage2 --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
