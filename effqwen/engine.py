@@ -25,9 +25,9 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 
            'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
            'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
            'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'attn_partials', 'Engine',
-           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
+           'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -662,15 +662,18 @@ if triton is not None:
                            REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr,
                            IEEE: tl.constexpr,   # IEEE: float32 products (float32 models; the interpreter, whose bf16 dot is wrong)
                            T: tl.constexpr = 1, H: tl.constexpr = 0,   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
-                           PDL: tl.constexpr = False):
+                           PDL: tl.constexpr = False,
+                           CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
+                           WIN: tl.constexpr = 0):        # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
         _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
         L = pos + T                                                     # keys the last row sees
         start = s.to(tl.int64) * CHUNK
-        if start < L:
+        if start < L and (WIN == 0 or start + CHUNK > pos - WIN + 1):   # (a window: chunks below every row's window are skipped)
             r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
-            lim = pos + t                                               # row r sees keys <= its own position
+            lim = pos + t if CAUSAL else pos + T - 1 + 0 * t            # row r sees keys <= its own position (CAUSAL)
+            low = pos + t - WIN + 1                                     # (WIN: and >= this)
             d = tl.arange(0, D)
             q = tl.load(q_ptr + (t[:, None] * H + j * REP + g[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
             m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
@@ -683,7 +686,9 @@ if triton is not None:
                 k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
                 else: sc = tl.dot(q, tl.trans(k)) * scale
-                sc = tl.where(ml[None, :] & (lo[None, :] <= lim[:, None]), sc, float('-inf'))
+                ok = ml[None, :] & (lo[None, :] <= lim[:, None])
+                if WIN > 0: ok = ok & (lo[None, :] >= low[:, None])
+                sc = tl.where(ok, sc, float('-inf'))
                 m_new = tl.maximum(m_i, tl.max(sc, 1))
                 m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
                 alpha = tl.exp(m_i - m_ok)
@@ -701,23 +706,26 @@ if triton is not None:
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
                              REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr,
                              T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0,   # program i: token i // H, head i % H
-                             PDL: tl.constexpr = False, BS: tl.constexpr = 16):
+                             PDL: tl.constexpr = False, BS: tl.constexpr = 16,
+                             CAUSAL: tl.constexpr = True, WIN: tl.constexpr = 0):   # as in `_attn_split_kernel`
         _pdl_enter(PDL)
         i = tl.program_id(0)
         t = i // H; hd = i % H
         j = hd // REP; r = t * REP + hd % REP
         dt = out_ptr.dtype.element_ty
-        L = tl.load(pos_ptr) + t + 1                                   # this row's keys
+        pos = tl.load(pos_ptr)
+        L = pos + t + 1 if CAUSAL else pos + T                         # this row's keys
         n_used = (L + CHUNK - 1) // CHUNK
+        s_lo = tl.maximum(pos + t - WIN + 1, 0) // CHUNK if WIN > 0 else 0   # the first chunk holding a key the row sees
         d = tl.arange(0, D); sb = tl.arange(0, BS)
         M = tl.max(tl.zeros((BS,), dtype=tl.float32), 0) - float('inf')
         ls = tl.sum(tl.zeros((BS,), dtype=tl.float32), 0)
         o = tl.zeros((D,), dtype=tl.float32)
-        for s0 in range(0, n_used, BS):   # BS chunks' partials per step, loaded at once (one round trip, not one per chunk)
+        for s0 in range(s_lo, n_used, BS):   # BS chunks' partials per step, loaded at once (one round trip, not one per chunk)
             s = s0 + sb; ok = s < n_used
             po = (j * NS + s) * BR + r
             ms = tl.load(mp_ptr + po, mask=ok, other=float('-inf'))
-            mn = tl.maximum(M, tl.max(ms, 0))                           # finite: chunk 0 always holds key 0, which every row sees
+            mn = tl.maximum(M, tl.max(ms, 0))                           # finite: chunk s_lo holds a key this row sees
             c1 = tl.exp(M - mn); c2 = tl.exp(ms - mn)
             a = tl.load(ap_ptr + po.to(tl.int64)[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
             o = o * c1 + tl.sum(a * c2[:, None], 0)
@@ -975,21 +983,44 @@ def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, 
     return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk)
 
 def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (their keys/values already in the caches)
-                    proj, pos, kc, vc, dims, part=None, chunk:int|None=None):
+                    proj, pos, kc, vc, dims, part=None, chunk:int|None=None,
+                    causal:bool=True, # False: every row sees all keys before pos + T (a DFlash drafter's block)
+                    window:int=0, # > 0: row t sees no key below pos + t - window + 1
+                   ):
     "Causal split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B), combine + gate; (T, H·D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
     chunk = chunk or ATTN_CHUNK
     T, rep, Lmax = q.shape[0], H // Hkv, kc.shape[1]
     BR, NS = max(16, _np2(T * rep)), triton.cdiv(Lmax, chunk)
-    mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, proj.device)
+    mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
-                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns, **_pdl(q))
-    y = proj.new_empty(T, H * D)
-    _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
-                                   T=T, H=H, PS=proj.shape[-1], BS=ATTN_COMBINE_BS, num_warps=4, **_pdl(y))
+                                  BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
+                                  CAUSAL=causal, WIN=window, **_pdl(q))
+    y = q.new_empty(T, H * D)
+    _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
+                                   T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=ATTN_COMBINE_BS, num_warps=4,
+                                   CAUSAL=causal, WIN=window, **_pdl(y))
     return y
+
+def block_attn(q:torch.Tensor, # (T, H, D) a drafter block's queries at positions pos..pos+T-1
+               kc:torch.Tensor, vc:torch.Tensor, # (Hkv, Lmax, D) caches: context keys before pos, the block's own at pos..pos+T-1
+               pos:torch.Tensor, # (1,) int64 on the device
+               window:int|None=None, # W: row t sees no key below pos + t - W + 1 (W >= T)
+               kernel:bool|None=None, # the split-K kernels (default: on CUDA, or under TRITON_INTERPRET); else masked matmuls
+               part=None)->torch.Tensor:
+    "A DFlash block over its cache: every query sees the whole context and the whole block (bidirectional); (T, H·D)."
+    T, H, D = q.shape
+    if window is not None and window < T: raise ValueError(f'window={window} is shorter than the block ({T}): use a window >= the block size')
+    if kernel is None: kernel = triton is not None and (q.is_cuda or _INTERPRET)
+    if kernel:
+        dims = (H, kc.shape[0], D, D, False, False, 0.0, False)
+        return fused_attn_rows(q, None, pos, kc, vc, dims, part, causal=False, window=window or 0)
+    k = torch.arange(kc.shape[1], device=q.device)[None]
+    see = (k < pos + T).expand(T, -1)
+    if window is not None: see = see & (k >= pos + torch.arange(T, device=q.device)[:, None] - window + 1)
+    return gqa_attention(q, [(kc, vc)], see, D ** -0.5)
 
 VERIFY_ATTN = 'split'   # fused verify attention: 'split' (the split-K kernels, T = B rows) or 'matmul' (`gqa_attention` over the cache)
 
@@ -1684,6 +1715,7 @@ class StaticDrafter:
                  max_seq_len:int, # longest context (prompt + generated) it will see
                  cuda_graphs:bool|None=None, # record the step as a CUDA graph (default: on CUDA)
                  compile:bool=False, # torch.compile the step (fuses its ~450 small elementwise/copy kernels at 4B shape)
+                 fused:bool=True, # the fused step (`_step_fused`: fused linears, block attention kernels); False: `_step`
                 ):
         if drafter._embed is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
         cfg = drafter.cfg
@@ -1692,8 +1724,13 @@ class StaticDrafter:
         self.layer_ids, self.block_size = drafter.target_layer_ids, cfg.block_size
         w = drafter.norm.weight
         self.device, dev, dt, B = w.device, w.device, w.dtype, cfg.block_size
-        self.kc = [torch.zeros(cfg.num_key_value_heads, self.cache_len, cfg.head_dim, device=dev, dtype=dt) for _ in drafter.layers]
-        self.vc = [torch.zeros_like(k) for k in self.kc]
+        if fused and cfg.sliding_window is not None and cfg.sliding_window < B:
+            raise ValueError(f'sliding_window={cfg.sliding_window} is shorter than the block ({B}): pass fused=False')
+        # every layer's context keys and values in one tensor (L, 2, Hkv, Lc, D): the fused step writes them with one copy
+        self.kv = torch.zeros(len(drafter.layers), 2, cfg.num_key_value_heads, self.cache_len, cfg.head_dim, device=dev, dtype=dt)
+        self.kc, self.vc = [self.kv[i, 0] for i in range(len(self.kv))], [self.kv[i, 1] for i in range(len(self.kv))]
+        self.fused = fused
+        if fused: self._fuse()
         self.ctx_in = torch.zeros(B, cfg.n_taps * cfg.hidden_size, device=dev, dtype=dt)   # new context rows (padded)
         self.n_new = torch.zeros(1, dtype=torch.long, device=dev)      # how many ctx_in rows are real
         self.ctx_len = torch.zeros(1, dtype=torch.long, device=dev)    # context tokens in the cache
@@ -1715,8 +1752,68 @@ class StaticDrafter:
             self.head_bias = None if head.bias is None else head.bias.detach()[i]
             self.n_draft = len(d2t)
         self.length, self.graph = 0, None
-        self._fn = torch.compile(self._step, dynamic=False) if compile else self._step   # what warm-up, capture and replay-less calls run
+        step = self._step_fused if fused else self._step
+        self._fn = torch.compile(step, dynamic=False) if compile else step   # what warm-up, capture and replay-less calls run
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
+
+    def _fuse(self):
+        """The fused step's linears: every layer's context k|v projection in one (`ctx_kv`: the context rows are the same
+        for all layers), each layer's q|k|v and gate|up in one (`fuse_linears`; the drafter's own modules become views of
+        them). On a Hopper GPU the W4A16 ones run the Gluon fragment kernels (SwiGLU in the gate|up kernel's epilogue),
+        like the engine's."""
+        d = self.d
+        A = [l.self_attn for l in d.layers]
+        self.ctx_kv = fuse_linears([m for a in A for m in (a.k_proj, a.v_proj)], share=False)
+        self.qkv = [fuse_linears([a.q_proj, a.k_proj, a.v_proj]) for a in A]
+        self.gate_up = [fuse_linears([l.mlp.gate_proj, l.mlp.up_proj]) for l in d.layers]
+        self.swiglu_out = [False] * len(A)
+        if self.device.type == 'cuda' and fragment_default(self.device):
+            from effqwen.gluon import fragment_supported
+            for m in [d.fc, self.ctx_kv, *self.qkv, *(a.o_proj for a in A), *(l.mlp.down_proj for l in d.layers)]:
+                if hasattr(m, 'use_fragment') and fragment_supported(m) is None: m.use_fragment(True)
+            for i, m in enumerate(self.gate_up):
+                if hasattr(m, 'use_fragment') and fragment_supported(m, swiglu=True) is None:
+                    m.use_fragment(True, swiglu=True); self.swiglu_out[i] = True
+
+    def _project_fused(self, feats, pos):
+        "`_project` on the fused linears: all layers' context keys/values from one product, written with one copy."
+        from effqwen.dflash import rope_cos_sin, apply_rope
+        cfg, L, n = self.cfg, len(self.kc), feats.shape[0]
+        kv = self.ctx_kv(self.d.hidden_norm(self.d.fc(feats))).view(n, L, 2, cfg.num_key_value_heads, cfg.head_dim)
+        k = torch.stack([l.self_attn.k_norm(kv[:, i, 0]) for i, l in enumerate(self.d.layers)])    # (L, n, Hkv, D)
+        k = apply_rope(k.transpose(1, 2), rope_cos_sin(pos[None], cfg.head_dim, cfg.rope_theta))  # (L, Hkv, n, D)
+        self.kv.index_copy_(3, pos, torch.stack([k, kv[:, :, 1].permute(1, 2, 0, 3)], 1))
+
+    def _step_fused(self):
+        """`_step` with fewer, larger kernels: the context rows' keys/values of all layers from one product; per layer one
+        q|k|v and one gate|up product; the block's own keys/values written into the cache after the context (the next
+        step's context rows overwrite them), so each query attends over one cache segment (`block_attn`: the split-K
+        kernels on a GPU, over the keys before the block's end only, not the whole padded cache)."""
+        from effqwen.dflash import rope_cos_sin, apply_rope
+        cfg, d, B, dev = self.cfg, self.d, self.block_size, self.device
+        nh, nkv, D = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        ar = torch.arange(B, device=dev)
+        self._project_fused(self.ctx_in, self.ctx_len + ar)
+        start = self.ctx_len + self.n_new                                      # the anchor's position
+        qpos = start + ar
+        cs = rope_cos_sin(qpos[None], D, cfg.rope_theta)
+        h = d.embed(torch.cat([self.anchor, self.masks]))                     # (B, H)
+        for i, layer in enumerate(d.layers):
+            a = layer.self_attn
+            q, k, v = self.qkv[i](layer.input_layernorm(h)).split([nh * D, nkv * D, nkv * D], -1)
+            q = apply_rope(a.q_norm(q.view(B, nh, D)).transpose(0, 1)[None], cs)[0].transpose(0, 1)   # (B, nh, D)
+            k = apply_rope(a.k_norm(k.view(B, nkv, D)).transpose(0, 1)[None], cs)[0]                  # (nkv, B, D)
+            self.kv[i].index_copy_(2, qpos, torch.stack([k, v.view(B, nkv, D).transpose(0, 1)]))
+            h = h + a.o_proj(block_attn(q, self.kc[i], self.vc[i], start, cfg.sliding_window))
+            x, gu = layer.post_attention_layernorm(h), self.gate_up[i]
+            h = h + layer.mlp.down_proj(gu.forward_swiglu_out(x) if self.swiglu_out[i] else swiglu(gu(x)))
+        hn = d.norm(h)[None, 1:]
+        if self.head_rows is None: idx = d.draft_logits(hn)[0].argmax(-1)
+        else:
+            idx = F.linear(hn, self.head_rows, self.head_bias)[0].argmax(-1)
+            idx = idx.masked_fill(idx >= self.n_draft, 0)                   # (a padding copy of row 0)
+        self.tokens.copy_(d.to_target(idx))
+        self.ctx_len.add_(self.n_new)
 
     def _project(self, feats, pos):
         "Context keys/values of feature rows `feats` (n, k·H) written at device positions `pos` (n,)."
@@ -1800,7 +1897,7 @@ class StaticDrafter:
         m, B = ctx_new.shape[1], self.block_size
         if self.length + m + B > self.max_seq_len: raise ValueError(f'context of {self.length + m} tokens + block {B} exceeds max_seq_len={self.max_seq_len}')
         if m > B:                                                              # a prompt: project it in one go, eagerly
-            self._project(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
+            (self._project_fused if self.fused else self._project)(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
             self.ctx_len.add_(m - 1); self.length += m - 1; ctx_new = ctx_new[:, m - 1:]; m = 1
         self.ctx_in[:m].copy_(ctx_new[0]); self.n_new.fill_(m); self.length += m
         self.anchor.copy_(anchor if anchor is not None else ids[0, -1:].to(self.device))
@@ -1892,6 +1989,7 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       hf_w4_check:bool=True, # last: quantize HF's linears in place and compare with the W4 engine
                       drafter_compile:bool=True, # also time each drafter variant with its step torch.compiled (keys '..._compiled')
                       draft_vocab:int|None=None, # also time the drafters with their head cut to this many rows (FR-Spec; keys '..._dv<n>')
+                      drafter_plain:bool=True, # also time the unfused drafter step (`StaticDrafter(fused=False)`; keys '..._plain')
                       deadline_s:float=330.0, # start no new stage after this many seconds
                       progress=None, # callable(str)
                       checkpoint=None, # callable(partial result dict), after every stage
@@ -2011,15 +2109,16 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         dr = DFlashDrafter(cfg).to(dev, next(m.parameters()).dtype).eval().bind(m)
         V = cfg.vocab_size   # a draft vocabulary of random ids (weights are random too: which rows does not change the cost)
         dv_ids = None if draft_vocab is None else torch.randperm(V, generator=torch.Generator().manual_seed(seed))[:draft_vocab].sort().values
-        combos = [(W, comp, None) for W in (None, 1024) for comp in ((False, True) if drafter_compile else (False,))]
-        if dv_ids is not None: combos += [(W, drafter_compile, draft_vocab) for W in (None, 1024)]
+        combos = [(W, comp, None, True) for W in (None, 1024) for comp in ((False, True) if drafter_compile else (False,))]
+        if dv_ids is not None: combos += [(W, drafter_compile, draft_vocab, True) for W in (None, 1024)]
+        if drafter_plain: combos += [(W, c, dv, False) for W, c, dv, _ in combos if c == drafter_compile]   # the A/B: the unfused step
         for kind in ('bf16', 'w4a16'):
             if kind == 'w4a16': replace_linears(dr, lambda l: W4A16Linear.from_float(l, group_size=group_size))
-            for W, comp, dv in combos:
+            for W, comp, dv, fz in combos:
                 dr.set_sliding_window(W); dr.set_draft_vocab(None if dv is None else dv_ids)
                 _peak_gb(reset=True)
-                key = f"{kind}_{'full' if W is None else f'swa{W}'}{'' if dv is None else f'_dv{dv}'}{'_compiled' if comp else ''}"
-                try: sd = StaticDrafter(dr, Lmax, compile=comp)                # (compiles and records the graph here)
+                key = f"{kind}_{'full' if W is None else f'swa{W}'}{'' if dv is None else f'_dv{dv}'}{'_compiled' if comp else ''}{'' if fz else '_plain'}"
+                try: sd = StaticDrafter(dr, Lmax, compile=comp, fused=fz)      # (compiles and records the graph here)
                 except Exception as e:                                         # a variant that fails leaves the others
                     res['errors'].append(f'drafter {key}: {type(e).__name__}: {e}'); say(res['errors'][-1]); continue
                 r = res['drafter'][key] = dict(weights_gb=_weight_bytes([dr]) / 2**30)

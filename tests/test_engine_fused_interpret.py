@@ -119,3 +119,46 @@ def test_padded_prefill_matches_exact_under_interpreter():
     r = subprocess.run([sys.executable, '-c', SCRIPT_PADDED], env=env, capture_output=True, text=True, timeout=900,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
+SCRIPT_BLOCK = textwrap.dedent('''
+    import torch
+    import effqwen.engine as E
+    from effqwen.engine import StaticDrafter, block_attn
+    from effqwen.core import rel_error
+    from effqwen.dflash import DFlashConfig, DFlashDrafter
+    from effqwen.model import tiny_qwen35
+    torch.manual_seed(0)
+    # a drafter block's attention on the split-K kernels (every row sees the context and the whole block; a window
+    # drops the keys below each row's window) against masked matmuls: blocks that straddle chunks of 8 keys, windows
+    # that start inside a chunk, skip whole chunks, or reach back before the first key
+    E.ATTN_CHUNK, E.ATTN_COMBINE_BS = 8, 2
+    worst = 0.0
+    for dt in (torch.float32, torch.bfloat16):
+        q = torch.randn(16, 8, 32).to(dt); kc, vc = torch.randn(2, 2, 80, 32).to(dt).unbind(0)
+        for pos, W in ((0, None), (5, None), (37, None), (37, 16), (37, 21), (61, 19), (3, 30)):
+            p = torch.tensor([pos])
+            a, b = block_attn(q, kc, vc, p, W, kernel=True), block_attn(q, kc, vc, p, W, kernel=False)
+            err = rel_error(a.float(), b.float()); worst = max(worst, err)
+            assert err < (1e-4 if dt == torch.float32 else 2e-2), (dt, pos, W, err)
+    print('block attention: worst rel error kernels vs matmuls', worst)
+    E.ATTN_CHUNK, E.ATTN_COMBINE_BS = 256, 16
+    # the fused StaticDrafter step with the kernels proposes what the plain step does
+    tq = tiny_qwen35(0, initializer_range=0.2)
+    for W in (None, 20):
+        dr = DFlashDrafter(DFlashConfig.for_target(tq, mask_token_id=255, block_size=16, num_hidden_layers=2,
+                                                   target_layer_ids=(0, 2), sliding_window=W)).bind(tq)
+        sf, sp = StaticDrafter(dr, 96, fused=True), StaticDrafter(dr, 96, fused=False)
+        feats, ids = torch.randn(1, 40, 128), torch.randint(0, 255, (1, 41))
+        for lo, hi in [(0, 20), (20, 23), (23, 24), (24, 40)]:
+            a, b = sf.propose(ids[:, :hi + 1], feats[:, lo:hi], 15)[0], sp.propose(ids[:, :hi + 1], feats[:, lo:hi], 15)[0]
+            assert torch.equal(a, b), (W, lo, hi, a, b)
+    print('ok')
+''')
+
+def test_drafter_block_attention_under_interpreter():
+    """The fused `StaticDrafter` step attends with the engine's split-K kernels in their non-causal (and windowed) form
+    (`block_attn`): equal to masked matmuls, and the step proposes the plain step's tokens."""
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', SCRIPT_BLOCK], env=env, capture_output=True, text=True, timeout=900,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]

@@ -122,12 +122,20 @@ def test_speculative_with_static_drafter():
     m = _models(torch.float32)['qwen3.5']
     dr = DFlashDrafter(DFlashConfig.for_target(m, mask_token_id=255, block_size=16, num_hidden_layers=2, target_layer_ids=(0, 2))).cuda().bind(m)
     eng = Engine(m, max_seq_len=200, tap_layers=(0, 2))
-    for W in (None, 8):
+    for W, fz in ((None, True), (None, False), (8, False), (20, True)):   # the fused step takes windows >= the block
         dr.set_sliding_window(W)
-        sd = StaticDrafter(dr, 200)
+        sd = StaticDrafter(dr, 200, fused=fz)
         assert sd.graph is not None
         for pr in _prompts():
             assert torch.equal(speculative_generate(eng, sd, pr, 40).new_tokens.cuda(), greedy_generate(m, pr, 40))
+    # float32: the fused step (fused linears, the split-K block attention) proposes what the plain step does
+    for W in (None, 20):
+        dr.set_sliding_window(W)
+        sf, sp = StaticDrafter(dr, 200, fused=True), StaticDrafter(dr, 200, fused=False)
+        feats, ids = torch.randn(1, 60, dr.fc.in_features, device='cuda'), torch.randint(0, 255, (1, 61))
+        for lo, hi in [(0, 30), (30, 33), (33, 34), (34, 60)]:
+            a, b = sf.propose(ids[:, :hi + 1], feats[:, lo:hi], 15)[0], sp.propose(ids[:, :hi + 1], feats[:, lo:hi], 15)[0]
+            assert torch.equal(a, b), (W, lo, hi, a, b)
 
 def test_compiled_steps():   # slow: torch.compile of the step functions
     from effqwen.engine import Engine
