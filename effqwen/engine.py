@@ -1004,19 +1004,26 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                                    CAUSAL=causal, WIN=window, **_pdl(y))
     return y
 
+@torch.library.custom_op('effqwen::block_attn', mutates_args=())
+def _block_attn_op(q:torch.Tensor, kc:torch.Tensor, vc:torch.Tensor, pos:torch.Tensor, window:int)->torch.Tensor:
+    "`block_attn` on the split-K kernels (non-causal, `window` > 0: windowed); (T, H·D)."
+    T, H, D = q.shape
+    return fused_attn_rows(q.contiguous(), None, pos, kc, vc, (H, kc.shape[0], D, D, False, False, 0.0, False), causal=False, window=window)
+
+@_block_attn_op.register_fake
+def _(q, kc, vc, pos, window): return q.new_empty(q.shape[0], q.shape[1] * q.shape[2])
+
 def block_attn(q:torch.Tensor, # (T, H, D) a drafter block's queries at positions pos..pos+T-1
                kc:torch.Tensor, vc:torch.Tensor, # (Hkv, Lmax, D) caches: context keys before pos, the block's own at pos..pos+T-1
                pos:torch.Tensor, # (1,) int64 on the device
                window:int|None=None, # W: row t sees no key below pos + t - W + 1 (W >= T)
                kernel:bool|None=None, # the split-K kernels (default: on CUDA, or under TRITON_INTERPRET); else masked matmuls
-               part=None)->torch.Tensor:
+              )->torch.Tensor:
     "A DFlash block over its cache: every query sees the whole context and the whole block (bidirectional); (T, H·D)."
     T, H, D = q.shape
     if window is not None and window < T: raise ValueError(f'window={window} is shorter than the block ({T}): use a window >= the block size')
     if kernel is None: kernel = triton is not None and (q.is_cuda or _INTERPRET)
-    if kernel:
-        dims = (H, kc.shape[0], D, D, False, False, 0.0, False)
-        return fused_attn_rows(q, None, pos, kc, vc, dims, part, causal=False, window=window or 0)
+    if kernel: return torch.ops.effqwen.block_attn(q, kc, vc, pos, window or 0)   # (a custom op: opaque to torch.compile)
     k = torch.arange(kc.shape[1], device=q.device)[None]
     see = (k < pos + T).expand(T, -1)
     if window is not None: see = see & (k >= pos + torch.arange(T, device=q.device)[:, None] - window + 1)

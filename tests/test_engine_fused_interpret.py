@@ -146,7 +146,7 @@ SCRIPT_BLOCK = textwrap.dedent('''
     tq = tiny_qwen35(0, initializer_range=0.2)
     for W in (None, 20):
         dr = DFlashDrafter(DFlashConfig.for_target(tq, mask_token_id=255, block_size=16, num_hidden_layers=2,
-                                                   target_layer_ids=(0, 2), sliding_window=W)).bind(tq)
+                                                   target_layer_ids=(0, 2), sliding_window=W, initializer_range=0.2)).bind(tq)
         sf, sp = StaticDrafter(dr, 96, fused=True), StaticDrafter(dr, 96, fused=False)
         feats, ids = torch.randn(1, 40, 128), torch.randint(0, 255, (1, 41))
         for lo, hi in [(0, 20), (20, 23), (23, 24), (24, 40)]:
