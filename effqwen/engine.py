@@ -1733,9 +1733,16 @@ class StaticDrafter:
         self.device, dev, dt, B = w.device, w.device, w.dtype, cfg.block_size
         if fused and cfg.sliding_window is not None and cfg.sliding_window < B:
             raise ValueError(f'sliding_window={cfg.sliding_window} is shorter than the block ({B}): pass fused=False')
-        # every layer's context keys and values in one tensor (L, 2, Hkv, Lc, D): the fused step writes them with one copy
-        self.kv = torch.zeros(len(drafter.layers), 2, cfg.num_key_value_heads, self.cache_len, cfg.head_dim, device=dev, dtype=dt)
-        self.kc, self.vc = [self.kv[i, 0] for i in range(len(self.kv))], [self.kv[i, 1] for i in range(len(self.kv))]
+        L, nkv = len(drafter.layers), cfg.num_key_value_heads
+        if fused:   # every layer's keys and values in one tensor, rows (layer, k|v, head): the fused step writes it with
+            # index_put_ on the whole tensor (torch.compile turns writes through per-layer views into copies of the cache)
+            self.kv = torch.zeros(L * 2 * nkv, self.cache_len, cfg.head_dim, device=dev, dtype=dt)
+            self.kc = [self.kv[2 * i * nkv:(2 * i + 1) * nkv] for i in range(L)]
+            self.vc = [self.kv[(2 * i + 1) * nkv:(2 * i + 2) * nkv] for i in range(L)]
+            self.kv_rows = torch.arange(L * 2 * nkv, device=dev).view(L, 2 * nkv, 1)
+        else:
+            self.kc = [torch.zeros(nkv, self.cache_len, cfg.head_dim, device=dev, dtype=dt) for _ in range(L)]
+            self.vc = [torch.zeros_like(k) for k in self.kc]
         self.fused = fused
         if fused: self._fuse()
         self.ctx_in = torch.zeros(B, cfg.n_taps * cfg.hidden_size, device=dev, dtype=dt)   # new context rows (padded)
@@ -1789,7 +1796,8 @@ class StaticDrafter:
         kv = self.ctx_kv(self.d.hidden_norm(self.d.fc(feats))).view(n, L, 2, cfg.num_key_value_heads, cfg.head_dim)
         k = torch.stack([l.self_attn.k_norm(kv[:, i, 0]) for i, l in enumerate(self.d.layers)])    # (L, n, Hkv, D)
         k = apply_rope(k.transpose(1, 2), rope_cos_sin(pos[None], cfg.head_dim, cfg.rope_theta))  # (L, Hkv, n, D)
-        self.kv.index_copy_(3, pos, torch.stack([k, kv[:, :, 1].permute(1, 2, 0, 3)], 1))
+        src = torch.stack([k, kv[:, :, 1].permute(1, 2, 0, 3)], 1).reshape(-1, n, cfg.head_dim)    # rows (layer, k|v, head)
+        self.kv.index_put_((self.kv_rows.view(-1, 1), pos[None]), src)
 
     def _step_fused(self):
         """`_step` with fewer, larger kernels: the context rows' keys/values of all layers from one product; per layer one
@@ -1810,8 +1818,9 @@ class StaticDrafter:
             q, k, v = self.qkv[i](layer.input_layernorm(h)).split([nh * D, nkv * D, nkv * D], -1)
             q = apply_rope(a.q_norm(q.view(B, nh, D)).transpose(0, 1)[None], cs)[0].transpose(0, 1)   # (B, nh, D)
             k = apply_rope(a.k_norm(k.view(B, nkv, D)).transpose(0, 1)[None], cs)[0]                  # (nkv, B, D)
-            self.kv[i].index_copy_(2, qpos, torch.stack([k, v.view(B, nkv, D).transpose(0, 1)]))
-            h = h + a.o_proj(block_attn(q, self.kc[i], self.vc[i], start, cfg.sliding_window))
+            self.kv.index_put_((self.kv_rows[i], qpos[None]), torch.cat([k, v.view(B, nkv, D).transpose(0, 1)]))
+            kc, vc = self.kv[2 * i * nkv:(2 * i + 1) * nkv], self.kv[(2 * i + 1) * nkv:(2 * i + 2) * nkv]   # (views of the written tensor)
+            h = h + a.o_proj(block_attn(q, kc, vc, start, cfg.sliding_window))
             x, gu = layer.post_attention_layernorm(h), self.gate_up[i]
             h = h + layer.mlp.down_proj(gu.forward_swiglu_out(x) if self.swiglu_out[i] else swiglu(gu(x)))
         hn = d.norm(h)[None, 1:]

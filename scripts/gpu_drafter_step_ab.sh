@@ -6,8 +6,8 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 PYTHONUNBUFFERED=1 EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_GDN_VERIFY=chunk EFFQWEN_FRAGMENT=1
 nvidia-smi --query-gpu=name,memory.used --format=csv
-OUT=$OUT timeout ${LAT_T:-520} python3 scripts/latency_run.py ${LAT_S:-420} > $OUT/latency.log 2>&1; echo "latency rc $?"; tail -25 $OUT/latency.log
-timeout ${PROF_T:-200} python3 scripts/drafter_step_profile.py --serve-only --with-4b --out $OUT/p > $OUT/profile.log 2>&1; echo "profile rc $?"
+timeout ${TEST_T:-90} python3 -m pytest -x -q tests/test_engine_gpu.py -k static_drafter > $OUT/test.log 2>&1; echo "test rc $?"; tail -5 $OUT/test.log
+OUT=$OUT timeout ${LAT_T:-380} python3 scripts/latency_run.py ${LAT_S:-300} > $OUT/latency.log 2>&1; echo "latency rc $?"; tail -25 $OUT/latency.log
+timeout ${PROF_T:-150} python3 scripts/drafter_step_profile.py --serve-only --with-4b --out $OUT/p > $OUT/profile.log 2>&1; echo "profile rc $?"
 grep -v USDT $OUT/profile.log | tail -20; cp $OUT/p/data/results/*.json $OUT/ 2>/dev/null; rm -rf $OUT/p
-timeout ${TEST_T:-120} python3 -m pytest -x -q tests/test_engine_gpu.py -k static_drafter > $OUT/test.log 2>&1; echo "test rc $?"; tail -5 $OUT/test.log
 ls -la $OUT
