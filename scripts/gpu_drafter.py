@@ -11,6 +11,7 @@ device call; this script checks every part and member against the bundle manifes
     python scripts/gpu_drafter.py train    --work /tmp/xfer   # features, three drafters (regenerates what `regen` did not)
     python scripts/gpu_drafter.py eval     --work /tmp/xfer   # tau + speed on the engine, losslessness; JSON -> $OUT
     python scripts/gpu_drafter.py opt      --work /tmp/xfer   # A5 / A6 on the stage-2 drafter (PTQ, SWA); JSON -> $OUT
+    python scripts/gpu_drafter.py e2e      --work /tmp/xfer --drafter-dir DIR   # fused vs plain drafter step, end to end
 
 Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
 bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
@@ -456,6 +457,57 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     merge(work, out)
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
+# ----------------------------------------------------------------------------------------- e2e: the drafter step's A/B
+def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
+    """True end-to-end speculative speedup on SmolLM2 of one trained drafter (a stage-2 drafter a `SOLO` chain packed,
+    `drafters.tar.part*`) with `StaticDrafter`'s fused step against its plain one, in one run: per prompt the engine's
+    AR greedy, then speculative decoding with each step (pipelined loop); wall times, τ, outputs equal to AR, and the
+    GPU ms of each recorded step. Needs the bundle (assemble) and the drafter only: no training record.
+    Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json."""
+    from effqwen.dflash import load_drafter
+    from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
+    from effqwen.core import write_result
+    p, S = sizes()
+    _, int4, tok = load_models(work, with_bf16=False)
+    pr = load_prompts(work)
+    bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:n_long if b == 'long' else n_bench]] for b, xs in pr['bench'].items()}
+    bench = {b: xs for b, xs in bench.items() if xs}
+    d = load_drafter(drafter_dir, int4).to(DEV).to(next(int4.parameters()).dtype).eval()
+    maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
+    eng = Engine(int4, max_seq_len=maxlen, tap_layers=tuple(d.target_layer_ids))
+    compiled = DEV == 'cuda'
+    sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz) for fz in (True, False)}
+    stops = [tok.eos_token_id]
+    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]   # warm-up
+    for xs in bench.values():
+        for x in xs: eng.prefill(x)                      # each prompt-size bucket records its prefill graph before the timing
+    x = bench['gsm8k'][0]; step_ms = {}
+    for k, sd in sds.items():
+        eng.prefill(x); sd.start(); sd.propose(torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
+        sd.n_new.zero_(); step_ms[f'draft_{k}'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20)
+    step_ms['verify'] = _gpu_ms(lambda: eng._step('verify'), 20)
+    eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
+    log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
+    res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in sds}
+    for b, xs in bench.items():
+        for x in xs:
+            sync(); t = time.perf_counter(); ref = eng.generate(x, S.eval_new, stops); sync(); ar = time.perf_counter() - t
+            for k, sd in sds.items():
+                sync(); t = time.perf_counter(); r = eng_spec(eng, sd, x, S.eval_new, stops); sync(); sp = time.perf_counter() - t
+                o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths; o['ar_s'] += ar; o['spec_s'] += sp
+                o['lossless'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); o['new_tokens'] += ref.shape[1]
+    for v in res.values():
+        for o in v.values(): o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
+        v['all'] = dict(tau=sum(sum(o['lengths']) for o in v.values()) / max(1, sum(len(o['lengths']) for o in v.values())),
+                        speedup_mean=sum(o['speedup'] for o in v.values()) / len(v), lossless=sum(o['lossless'] for o in v.values()),
+                        n=sum(o['n'] for o in v.values()))
+    log('e2e', {k: {b: (round(o.get('tau', 0), 2), round(o.get('speedup', o.get('speedup_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
+    doc = dict(eval=res, step_ms=step_ms, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+               eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+    os.environ['EFFQWEN_OUT'] = str(out)
+    log('wrote', write_result('drafter_e2e_step_ab_gpu' if not TINY else 'drafter_e2e_step_ab_dryrun', doc, p, device=DEV))
+
 # ------------------------------------------------------------------------------------------------------ A5 / A6
 @torch.no_grad()
 def continuation(eng, int4, x, n_new, stops, taps):
@@ -674,7 +726,8 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'render', 'render-opt'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt'])
+    ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
@@ -703,6 +756,8 @@ def main():
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)
     elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
     elif a.stage == 'opt': opt(work, Path(os.environ.get('OUT', '/tmp/out')), int(os.environ.get('N_EVAL', 16)), int(os.environ.get('N_LONG', 8)))
+    elif a.stage == 'e2e': e2e(work, Path(os.environ.get('OUT', '/tmp/out')), Path(a.drafter_dir or work/'drafters'/'stage2'),
+                               int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)))
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
     else: render(Path(a.result))
 
