@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One nvidia-h200 command: the A1/A2 latency run (with the drafter step's fused / plain A/B), the serving-step profile
-# at the SmolLM2 and the Qwen3.5-4B drafter shapes (fused vs plain), then the StaticDrafter GPU test (about 9 minutes in all). Wheels in .whl
-# (carry it). Results and logs under $OUT.   Usage: EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_drafter_step_ab.sh
+# at the SmolLM2 and the Qwen3.5-4B drafter shapes (fused vs plain), then the StaticDrafter GPU test. Wheels in .whl (carry it). LAT_T / PROF_T / TEST_T bound each
+# stage's seconds; the device's 10-minute limit can cut the test, which runs last. Results and logs under $OUT.   Usage: EFFQWEN_GIT_SHA=<sha> bash scripts/gpu_drafter_step_ab.sh
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=8 PYTHONUNBUFFERED=1 EFFQWEN_PDL_STEPS=decode,verify EFFQWEN_GDN_VERIFY=chunk EFFQWEN_FRAGMENT=1

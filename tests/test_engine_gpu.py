@@ -128,7 +128,10 @@ def test_speculative_with_static_drafter():
         assert sd.graph is not None
         for pr in _prompts():
             assert torch.equal(speculative_generate(eng, sd, pr, 40).new_tokens.cuda(), greedy_generate(m, pr, 40))
-    # float32: the fused step (fused linears, the split-K block attention) proposes what the plain step does
+    # float32: the fused step (fused linears, the split-K block attention) proposes what the plain step does (a drafter
+    # with larger weights than the default init, so that its attention moves its drafts: a masking error shows)
+    dr = DFlashDrafter(DFlashConfig.for_target(m, mask_token_id=255, block_size=16, num_hidden_layers=2, target_layer_ids=(0, 2),
+                                               initializer_range=0.2)).cuda().bind(m)
     for W in (None, 20):
         dr.set_sliding_window(W)
         sf, sp = StaticDrafter(dr, 200, fused=True), StaticDrafter(dr, 200, fused=False)
