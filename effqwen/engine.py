@@ -1024,10 +1024,13 @@ def block_attn(q:torch.Tensor, # (T, H, D) a drafter block's queries at position
     if window is not None and window < T: raise ValueError(f'window={window} is shorter than the block ({T}): use a window >= the block size')
     if kernel is None: kernel = triton is not None and (q.is_cuda or _INTERPRET)
     if kernel: return torch.ops.effqwen.block_attn(q, kc, vc, pos, window or 0)   # (a custom op: opaque to torch.compile)
-    k = torch.arange(kc.shape[1], device=q.device)[None]
-    see = (k < pos + T).expand(T, -1)
-    if window is not None: see = see & (k >= pos + torch.arange(T, device=q.device)[:, None] - window + 1)
-    return gqa_attention(q, [(kc, vc)], see, D ** -0.5)
+    if window is None:
+        k = torch.arange(kc.shape[1], device=q.device)[None]
+        return gqa_attention(q, [(kc, vc)], (k < pos + T).expand(T, -1), D ** -0.5)
+    k = pos - window + 1 + torch.arange(window - 1 + T, device=q.device)   # only the keys some row's window holds
+    see = (k[None] >= 0) & (k[None] >= pos + torch.arange(T, device=q.device)[:, None] - window + 1)
+    k = k.clamp(0, kc.shape[1] - 1)
+    return gqa_attention(q, [(kc.index_select(1, k), vc.index_select(1, k))], see, D ** -0.5)
 
 VERIFY_ATTN = 'split'   # fused verify attention: 'split' (the split-K kernels, T = B rows) or 'matmul' (`gqa_attention` over the cache)
 
