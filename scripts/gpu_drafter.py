@@ -374,6 +374,18 @@ def merge(work: Path, out: Path):
     log('wrote', write_result('drafter_training_gpu' if not TINY else 'drafter_training_gpu_dryrun', base, p, device=DEV))
 
 # ------------------------------------------------------------------------------------------------------------- eval
+def timed_runs(eng, sds: dict, bench: dict, n_new: int, stops):
+    """Per benchmark prompt, the engine's own greedy decoding, then greedy speculative decoding with each proposer in
+    `sds`, each timed by wall clock between syncs; yields (benchmark, prompt, AR tokens, AR s, key, result, speculative s)."""
+    from effqwen.engine import speculative_generate as eng_spec
+    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
+    for b, xs in bench.items():
+        for x in xs:
+            sync(); t = time.perf_counter(); ref = eng.generate(x, n_new, stops); sync(); ar = time.perf_counter() - t
+            for k, sd in sds.items():
+                sync(); t = time.perf_counter(); r = eng_spec(eng, sd, x, n_new, stops); sync(); sp = time.perf_counter() - t
+                yield b, x, ref, ar, k, r, sp
+
 def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool = True):
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec
@@ -396,7 +408,6 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
         log('compiled drafter step failed, eager steps instead:', repr(e)[:300]); compiled = False
         sds = {k: StaticDrafter(d, maxlen) for k, d in dr.items()}
     stops = [tok.eos_token_id]
-    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     # warm-up (graphs are recorded; first launches compile Triton kernels)
     w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]
     # every prompt's prefill once before the timed loop: the engine records one prefill graph per prompt-size bucket at the
@@ -413,20 +424,16 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in names}
-    for b, xs in bench.items():
-        for x in xs:
-            sync(); t = time.perf_counter(); ref = eng.generate(x, S.eval_new, stops); sync(); ar = time.perf_counter() - t
-            for k in names:
-                sync(); t = time.perf_counter(); r = eng_spec(eng, sds[k], x, S.eval_new, stops); sync(); sp = time.perf_counter() - t
-                o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths
-                same = torch.equal(r.new_tokens.cpu(), ref.cpu())
-                o['lossless'] += int(same); o['ar_s'] += ar; o['spec_s'] += sp
-                for part in ('prefill_s', 'draft_s', 'verify_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
-                o['rounds'] = o.get('rounds', 0) + r.rounds
-                o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
-                if not same: o.setdefault('divergence', []).append(divergence(int4, x, ref, r.new_tokens))
-                o['new_tokens'] += ref.shape[1]
-        log(b, {k: round(sum(res[k][b]['lengths']) / max(1, len(res[k][b]['lengths'])), 2) for k in names})
+    for b, x, ref, ar, k, r, sp in timed_runs(eng, {k: sds[k] for k in names}, bench, S.eval_new, stops):
+        o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths
+        same = torch.equal(r.new_tokens.cpu(), ref.cpu())
+        o['lossless'] += int(same); o['ar_s'] += ar; o['spec_s'] += sp
+        for part in ('prefill_s', 'draft_s', 'verify_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
+        o['rounds'] = o.get('rounds', 0) + r.rounds
+        o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
+        if not same: o.setdefault('divergence', []).append(divergence(int4, x, ref, r.new_tokens))
+        o['new_tokens'] += ref.shape[1]
+    for b in bench: log(b, {k: round(sum(res[k][b]['lengths']) / max(1, len(res[k][b]['lengths'])), 2) for k in names})
     for k in names:
         for o in res[k].values():
             o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
@@ -478,7 +485,6 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     compiled = DEV == 'cuda'
     sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz) for fz in (True, False)}
     stops = [tok.eos_token_id]
-    sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]   # warm-up
     for xs in bench.values():
         for x in xs: eng.prefill(x)                      # each prompt-size bucket records its prefill graph before the timing
@@ -490,13 +496,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in sds}
-    for b, xs in bench.items():
-        for x in xs:
-            sync(); t = time.perf_counter(); ref = eng.generate(x, S.eval_new, stops); sync(); ar = time.perf_counter() - t
-            for k, sd in sds.items():
-                sync(); t = time.perf_counter(); r = eng_spec(eng, sd, x, S.eval_new, stops); sync(); sp = time.perf_counter() - t
-                o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths; o['ar_s'] += ar; o['spec_s'] += sp
-                o['lossless'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); o['new_tokens'] += ref.shape[1]
+    for b, x, ref, ar, k, r, sp in timed_runs(eng, sds, bench, S.eval_new, stops):
+        o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths; o['ar_s'] += ar; o['spec_s'] += sp
+        o['lossless'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); o['new_tokens'] += ref.shape[1]
     for v in res.values():
         for o in v.values(): o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
         v['all'] = dict(tau=sum(sum(o['lengths']) for o in v.values()) / max(1, sum(len(o['lengths']) for o in v.values())),
