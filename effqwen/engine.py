@@ -987,7 +987,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                     causal:bool=True, # False: every row sees all keys before pos + T (a DFlash drafter's block)
                     window:int=0, # > 0: row t sees no key below pos + t - window + 1
                    ):
-    "Causal split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B), combine + gate; (T, H·D)."
+    "Split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B; causal unless `causal=False`), combine + gate; (T, H·D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
     chunk = chunk or ATTN_CHUNK
     T, rep, Lmax = q.shape[0], H // Hkv, kc.shape[1]
@@ -1739,9 +1739,8 @@ class StaticDrafter:
         L, nkv = len(drafter.layers), cfg.num_key_value_heads
         if fused:   # every layer's keys and values in one tensor, rows (layer, k|v, head): the fused step writes it with
             # index_put_ on the whole tensor (torch.compile turns writes through per-layer views into copies of the cache)
+            # (the step slices each layer's keys / values from it where it reads them: views of the tensor it wrote)
             self.kv = torch.zeros(L * 2 * nkv, self.cache_len, cfg.head_dim, device=dev, dtype=dt)
-            self.kc = [self.kv[2 * i * nkv:(2 * i + 1) * nkv] for i in range(L)]
-            self.vc = [self.kv[(2 * i + 1) * nkv:(2 * i + 2) * nkv] for i in range(L)]
             self.kv_rows = torch.arange(L * 2 * nkv, device=dev).view(L, 2 * nkv, 1)
         else:
             self.kc = [torch.zeros(nkv, self.cache_len, cfg.head_dim, device=dev, dtype=dt) for _ in range(L)]
@@ -1795,7 +1794,7 @@ class StaticDrafter:
     def _project_fused(self, feats, pos):
         "`_project` on the fused linears: all layers' context keys/values from one product, written with one copy."
         from effqwen.dflash import rope_cos_sin, apply_rope
-        cfg, L, n = self.cfg, len(self.kc), feats.shape[0]
+        cfg, L, n = self.cfg, len(self.d.layers), feats.shape[0]
         kv = self.ctx_kv(self.d.hidden_norm(self.d.fc(feats))).view(n, L, 2, cfg.num_key_value_heads, cfg.head_dim)
         k = torch.stack([l.self_attn.k_norm(kv[:, i, 0]) for i, l in enumerate(self.d.layers)])    # (L, n, Hkv, D)
         k = apply_rope(k.transpose(1, 2), rope_cos_sin(pos[None], cfg.head_dim, cfg.rope_theta))  # (L, Hkv, n, D)
@@ -1822,7 +1821,7 @@ class StaticDrafter:
             q = apply_rope(a.q_norm(q.view(B, nh, D)).transpose(0, 1)[None], cs)[0].transpose(0, 1)   # (B, nh, D)
             k = apply_rope(a.k_norm(k.view(B, nkv, D)).transpose(0, 1)[None], cs)[0]                  # (nkv, B, D)
             self.kv.index_put_((self.kv_rows[i], qpos[None]), torch.cat([k, v.view(B, nkv, D).transpose(0, 1)]))
-            kc, vc = self.kv[2 * i * nkv:(2 * i + 1) * nkv], self.kv[(2 * i + 1) * nkv:(2 * i + 2) * nkv]   # (views of the written tensor)
+            kc, vc = self.kv[2 * i * nkv:(2 * i + 2) * nkv].chunk(2)          # this layer's rows: keys, then values
             h = h + a.o_proj(block_attn(q, kc, vc, start, cfg.sliding_window))
             x, gu = layer.post_attention_layernorm(h), self.gate_up[i]
             h = h + layer.mlp.down_proj(gu.forward_swiglu_out(x) if self.swiglu_out[i] else swiglu(gu(x)))

@@ -55,27 +55,26 @@ def serve(tgt, cfg, nv, g, acts, sync):
     out, toks = dict(hidden=cfg.hidden_size, layers=cfg.num_hidden_layers, vocab=V, draft_vocab=nv), {}
     runs = [('bf16', fz, comp) for fz in (False, True) for comp in ((False, True) if DEV == 'cuda' else (False,))]
     runs += [('w4a16', fz, DEV == 'cuda') for fz in (False, True)]   # W4A16 g128 linears (the fused step: Gluon fragment kernels on Hopper)
-    for kind, fz, comp in runs:
-        if True:
-            if kind == 'w4a16' and not any(k[0] == 'w4a16' for k in toks):
-                from effqwen.kernels import W4A16Linear, replace_linears
-                replace_linears(d, lambda l: W4A16Linear.from_float(l, group_size=128 if cfg.hidden_size % 128 == 0 else 64))
-            sd = StaticDrafter(d, maxlen, compile=comp, fused=fz); sd.start()
-            first = sd.propose(x, f0, 15)[0]
-            toks[kind, fz, comp] = torch.cat([first, sd.propose(torch.cat([x, first[None, :3].cpu()], 1), f1, 15)[0]]).cpu()
-            sd.n_new.fill_(3)
-            step = _gpu_ms(sd.graph.replay if sd.graph is not None else torch.no_grad()(sd._fn), 50)
-            with profile(activities=acts) as prof:
-                with torch.no_grad(): sd._fn()
-                sync()
-            kern = [e for e in prof.key_averages() if DEV == 'cuda' and str(getattr(e, 'device_type', '')).endswith('CUDA')]
-            key = f"{'' if kind == 'bf16' else 'w4a16_'}{'fused' if fz else 'plain'}_{'compiled' if comp else 'eager'}"
-            out[key] = dict(step_ms=step, kernels=sum(e.count for e in kern), kernel_us=sum(e.device_time_total for e in kern),
-                            top=top(prof, 25))
-            print('serve', cfg.hidden_size, key, f'{step:.3f} ms', out[key]['kernels'], 'kernels', flush=True)
-            del sd
-    # the two steps' drafts (two rounds of 15): bf16 rounding may part them at near-ties, so this counts, not asserts
     name = lambda k, fz, c: f"{'' if k == 'bf16' else 'w4a16_'}{'fused' if fz else 'plain'}_{'compiled' if c else 'eager'}"
+    for kind, fz, comp in runs:
+        if kind == 'w4a16' and not any(k[0] == 'w4a16' for k in toks):
+            from effqwen.kernels import W4A16Linear, replace_linears
+            replace_linears(d, lambda l: W4A16Linear.from_float(l, group_size=128 if cfg.hidden_size % 128 == 0 else 64))
+        sd = StaticDrafter(d, maxlen, compile=comp, fused=fz); sd.start()
+        first = sd.propose(x, f0, 15)[0]
+        toks[kind, fz, comp] = torch.cat([first, sd.propose(torch.cat([x, first[None, :3].cpu()], 1), f1, 15)[0]]).cpu()
+        sd.n_new.fill_(3)
+        step = _gpu_ms(sd.graph.replay if sd.graph is not None else torch.no_grad()(sd._fn), 50)
+        with profile(activities=acts) as prof:
+            with torch.no_grad(): sd._fn()
+            sync()
+        kern = [e for e in prof.key_averages() if DEV == 'cuda' and str(getattr(e, 'device_type', '')).endswith('CUDA')]
+        key = name(kind, fz, comp)
+        out[key] = dict(step_ms=step, kernels=sum(e.count for e in kern), kernel_us=sum(e.device_time_total for e in kern),
+                        top=top(prof, 25))
+        print('serve', cfg.hidden_size, key, f'{step:.3f} ms', out[key]['kernels'], 'kernels', flush=True)
+        del sd
+    # the two steps' drafts (two rounds of 15): bf16 rounding may part them at near-ties, so this counts, not asserts
     out['same_drafts_as_plain'] = {name(*key): int((t == toks[key[0], False, key[2]]).sum()) for key, t in toks.items()}   # same linears, same compile
     out['drafts'] = len(next(iter(toks.values())))
     return out
