@@ -12,6 +12,7 @@ device call; this script checks every part and member against the bundle manifes
     python scripts/gpu_drafter.py eval     --work /tmp/xfer   # tau + speed on the engine, losslessness; JSON -> $OUT
     python scripts/gpu_drafter.py opt      --work /tmp/xfer   # A5 / A6 on the stage-2 drafter (PTQ, SWA); JSON -> $OUT
     python scripts/gpu_drafter.py e2e      --work /tmp/xfer --drafter-dir DIR   # fused vs plain drafter step, end to end
+    python scripts/gpu_drafter.py render-e2e                                     # its table (render: A4 and A2-true; render-opt: A5 / A6)
 
 Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
 bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
@@ -376,15 +377,54 @@ def merge(work: Path, out: Path):
 # ------------------------------------------------------------------------------------------------------------- eval
 def timed_runs(eng, sds: dict, bench: dict, n_new: int, stops):
     """Per benchmark prompt, the engine's own greedy decoding, then greedy speculative decoding with each proposer in
-    `sds`, each timed by wall clock between syncs; yields (benchmark, prompt, AR tokens, AR s, key, result, speculative s)."""
+    `sds`, each timed by wall clock between syncs; yields (benchmark, prompt, AR tokens, AR s, AR prefill s, key,
+    result, speculative s). The AR prefill is timed on its own just before (the same recorded graph `generate` replays
+    first), so the AR decode time is AR s - AR prefill s; the speculative result carries its own `prefill_s` / `decode_s`."""
     from effqwen.engine import speculative_generate as eng_spec
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     for b, xs in bench.items():
         for x in xs:
+            sync(); t = time.perf_counter(); eng.prefill(x); sync(); pre = time.perf_counter() - t
             sync(); t = time.perf_counter(); ref = eng.generate(x, n_new, stops); sync(); ar = time.perf_counter() - t
             for k, sd in sds.items():
                 sync(); t = time.perf_counter(); r = eng_spec(eng, sd, x, n_new, stops); sync(); sp = time.perf_counter() - t
-                yield b, x, ref, ar, k, r, sp
+                yield b, x, ref, ar, pre, k, r, sp
+
+def tally(o: dict, ref, ar: float, pre: float, r, sp: float) -> bool:
+    """Add one prompt's AR and speculative runs to a benchmark's record `o`; returns whether the outputs are identical.
+    Each run is counted with its own output: in bf16 the speculative output can leave the AR one (verify-16 and decode-1
+    round differently, and greedy follows near-ties), and then the two runs stop after different numbers of tokens."""
+    same = torch.equal(r.new_tokens.cpu(), ref.cpu())
+    o['n'] += 1; o['lengths'] += r.acceptance_lengths; o['lossless'] += int(same); o['ar_s'] += ar; o['spec_s'] += sp
+    o['new_tokens'] += ref.shape[1]                                  # the AR output's tokens
+    o['spec_tokens'] = o.get('spec_tokens', 0) + r.new_tokens.shape[1]
+    o['ar_prefill_s'] = o.get('ar_prefill_s', 0.0) + pre
+    for part in ('prefill_s', 'draft_s', 'verify_s', 'decode_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
+    o['rounds'] = o.get('rounds', 0) + r.rounds
+    o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
+    # per prompt, DFlash's time per output token (benchmark.py): decode time (prefill excluded) / the run's own tokens
+    o.setdefault('tpot_ar', []).append((ar - pre) / max(1, ref.shape[1]))
+    o.setdefault('tpot_spec', []).append(r.decode_s / max(1, r.new_tokens.shape[1]))
+    return same
+
+def speedups(o: dict) -> dict:
+    """A benchmark's speedups of speculative over AR decoding:
+    tpot: DFlash's definition, mean AR time per output token / mean speculative one (decode only, each run's own tokens);
+    tps: output tokens per second, prefill included, each run's own tokens;
+    wall: wall time of AR / speculative over the same prompts and token budget (outputs of different lengths included).
+    Records written before `tally` kept each run's own tokens have no tpot; their tps counts the speculative tokens
+    from the acceptance lengths (each round's committed tokens, the stop token's round cut at it)."""
+    st = o.get('spec_tokens', sum(o['lengths']))
+    tp = (sum(o['tpot_ar']) / sum(o['tpot_spec'])) if o.get('tpot_spec') else None
+    return dict(tpot=tp, tps=(st / o['spec_s']) / (o['new_tokens'] / o['ar_s']), wall=o['ar_s'] / max(1e-9, o['spec_s']),
+                spec_tokens=st)
+
+def finish(res: dict):
+    "tau and the speedups of every benchmark record of every proposer in `res` ({key: {benchmark: record}})."
+    for v in res.values():
+        for o in v.values():
+            o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); sp = speedups(o)
+            o['speedup'], o['speedup_tps'], o['speedup_tpot'] = sp['wall'], sp['tps'], sp['tpot']
 
 def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool = True):
     from effqwen.dflash import load_drafter
@@ -424,19 +464,10 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in names}
-    for b, x, ref, ar, k, r, sp in timed_runs(eng, {k: sds[k] for k in names}, bench, S.eval_new, stops):
-        o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths
-        same = torch.equal(r.new_tokens.cpu(), ref.cpu())
-        o['lossless'] += int(same); o['ar_s'] += ar; o['spec_s'] += sp
-        for part in ('prefill_s', 'draft_s', 'verify_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
-        o['rounds'] = o.get('rounds', 0) + r.rounds
-        o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
-        if not same: o.setdefault('divergence', []).append(divergence(int4, x, ref, r.new_tokens))
-        o['new_tokens'] += ref.shape[1]
+    for b, x, ref, ar, pre, k, r, sp in timed_runs(eng, {k: sds[k] for k in names}, bench, S.eval_new, stops):
+        if not tally(res[k][b], ref, ar, pre, r, sp): res[k][b].setdefault('divergence', []).append(divergence(int4, x, ref, r.new_tokens))
     for b in bench: log(b, {k: round(sum(res[k][b]['lengths']) / max(1, len(res[k][b]['lengths'])), 2) for k in names})
-    for k in names:
-        for o in res[k].values():
-            o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
+    finish(res)
     def save(**extra):                            # written after each phase: a run cut short by the device's limit keeps what it measured
         doc = dict(train=st, eval=res, step_ms=step_ms, drafter_compiled=compiled, eval_prompts={b: len(v) for b, v in bench.items()},
                    long_prompt_tokens=[x.shape[1] for x in bench.get('long', [])], eval_new=S.eval_new,
@@ -495,17 +526,24 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     step_ms['verify'] = _gpu_ms(lambda: eng._step('verify'), 20)
     eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
+    # where a SmolLM2 step's GPU time goes: kernels of one eager decode / verify-16 step and one drafter step (traced
+    # outside their graphs, so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
+    from profile_steps import profile
+    eng.prefill(x)
+    kprof = dict(decode=profile(lambda: eng._run(1, 'decode')), verify=profile(lambda: eng._run(S.block, 'verify')),
+                 **{f'draft_{k}': profile(sd._fn) for k, sd in sds.items()})
+    log('kernels per step', {k: (int(round(v['kernels'])), round(v['total_us'])) for k, v in kprof.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in sds}
-    for b, x, ref, ar, k, r, sp in timed_runs(eng, sds, bench, S.eval_new, stops):
-        o = res[k][b]; o['n'] += 1; o['lengths'] += r.acceptance_lengths; o['ar_s'] += ar; o['spec_s'] += sp
-        o['lossless'] += int(torch.equal(r.new_tokens.cpu(), ref.cpu())); o['new_tokens'] += ref.shape[1]
+    for b, x, ref, ar, pre, k, r, sp in timed_runs(eng, sds, bench, S.eval_new, stops): tally(res[k][b], ref, ar, pre, r, sp)
+    finish(res)
     for v in res.values():
-        for o in v.values(): o['tau'] = sum(o['lengths']) / max(1, len(o['lengths'])); o['speedup'] = o['ar_s'] / max(1e-9, o['spec_s'])
+        sp = [speedups(o) for o in v.values()]
         v['all'] = dict(tau=sum(sum(o['lengths']) for o in v.values()) / max(1, sum(len(o['lengths']) for o in v.values())),
-                        speedup_mean=sum(o['speedup'] for o in v.values()) / len(v), lossless=sum(o['lossless'] for o in v.values()),
+                        speedup_mean=sum(x['wall'] for x in sp) / len(sp), speedup_tps_mean=sum(x['tps'] for x in sp) / len(sp),
+                        speedup_tpot_mean=sum(x['tpot'] for x in sp) / len(sp), lossless=sum(o['lossless'] for o in v.values()),
                         n=sum(o['n'] for o in v.values()))
-    log('e2e', {k: {b: (round(o.get('tau', 0), 2), round(o.get('speedup', o.get('speedup_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
-    doc = dict(eval=res, step_ms=step_ms, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+    log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
+    doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
     os.environ['EFFQWEN_OUT'] = str(out)
     log('wrote', write_result('drafter_e2e_step_ab_gpu' if not TINY else 'drafter_e2e_step_ab_dryrun', doc, p, device=DEV))
@@ -667,13 +705,45 @@ def _asked_steps(tr: dict) -> str:
     asked = f"asked {ps['stage1']}/{ps['stage2']}"
     return asked if (S.steps1, S.steps2) == (ps['stage1'], ps['stage2']) else f"{asked}: DRAFTER_STEPS1/2 over the gpu profile's {S.steps1}/{S.steps2}"
 
+def speed_table(ev: dict, labels: dict, benches: list) -> tuple:
+    """Rows, columns and caption of a true end-to-end speed table: one row per proposer in `labels` ({key: label}) of
+    the eval record `ev`. The per-benchmark columns are DFlash's decode speedup (`speedups`' tpot) where every record has
+    it, else the output-tokens-per-second speedup (records written before per-prompt times were kept)."""
+    sp = {k: {b: speedups(ev[k][b]) for b in benches} for k in labels}
+    main = 'tpot' if all(x['tpot'] is not None for v in sp.values() for x in v.values()) else 'tps'
+    mean = lambda k, m: sum(sp[k][b][m] for b in benches) / len(benches)
+    rows = []
+    for k, lab in labels.items():
+        o = ev[k]
+        ar_tok, sp_tok = sum(o[b]['new_tokens'] for b in benches), sum(sp[k][b]['spec_tokens'] for b in benches)
+        ar_s, sp_s = sum(o[b]['ar_s'] for b in benches), sum(o[b]['spec_s'] for b in benches)
+        rows.append(dict(drafter=lab, **{f'x_{b}': sp[k][b][main] for b in benches}, mean3=mean(k, main),
+                         tps3=mean(k, 'tps'), wall3=mean(k, 'wall'), tok_ratio=sp_tok / max(1, ar_tok),
+                         tok_s_ar=ar_tok / ar_s, tok_s_spec=sp_tok / sp_s,
+                         same=f"{sum(o[b]['lossless'] for b in benches)}/{sum(o[b]['n'] for b in benches)}"))
+    cols = ([('drafter', 'drafter', '{}')] + [(f'x_{b}', f'speedup {b}', '{:.2f}x') for b in benches] + [('mean3', f'mean of {len(benches)}', '{:.2f}x')]
+            + ([('tps3', f'tok/s speedup, mean of {len(benches)}', '{:.2f}x')] if main == 'tpot' else [])
+            + [('wall3', f'wall speedup, mean of {len(benches)}', '{:.2f}x'), ('tok_ratio', 'spec / AR output tokens', '{:.2f}'),
+               ('tok_s_ar', 'AR tok/s', '{:.0f}'), ('tok_s_spec', 'spec tok/s', '{:.0f}'), ('same', 'outputs identical', '{}')])
+    cap = (("Speedup = DFlash's decode speedup (its benchmark.py): the mean over a benchmark's prompts of the AR time per output token "
+            "over the mean of the speculative one, each run's decode time (prefill excluded) over its own output tokens. "
+            "tok/s speedup: output tokens per second, prefill included, each run's own tokens. ") if main == 'tpot' else
+           ("Speedup = output tokens per second of greedy speculative decoding / of the engine's own greedy decoding, prefill included, "
+            "each run counted with its own output tokens (this record kept no per-prompt decode times, so DFlash's decode-only ratio is not available). "))
+    cap += ("Wall speedup: AR wall time / speculative wall time over the same prompts and token budget, whatever each run's output length. "
+            "Both decoders stop at the end-of-sequence token or the budget; in bf16 a speculative output can leave the AR one "
+            "(verify-16 and decode-1 round differently, and greedy follows near-ties: the float32 check of A4 shows the loop itself is lossless), "
+            "and then the two runs stop after different numbers of tokens, which the wall ratio counts as speed. "
+            "CUDA graphs for both, per benchmark as in A4; measured, not projected.")
+    return rows, cols, cap
+
 def render(path: Path):
     "Tables from the committed result: A4 at the gpu profile, and the true end-to-end speculative speedup on SmolLM2."
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.loads(path.read_text()); tr, ev = doc['train'], doc['eval']
     LABEL = {'direct': 'direct on INT4', 'stage1': 'stage 1 (BF16)', 'stage2': 'stage 2 (BF16 → INT4)'}
     benches = list(doc['eval_prompts'])
-    rows, rows2 = [], []
+    rows = []
     for k in ('direct', 'stage1', 'stage2'):
         allL = [l for o in ev[k].values() for l in o['lengths']]
         ba = tr['block_accuracy'][k]
@@ -681,10 +751,6 @@ def render(path: Path):
                          tau_all=sum(allL) / max(1, len(allL)), acc1_train=ba['train']['acc'][0], acc1_held=ba['held_out']['acc'][0],
                          walk_held=ba['held_out'].get('walk_tau'),
                          lossless=f"{sum(o['lossless'] for o in ev[k].values())}/{sum(o['n'] for o in ev[k].values())}"))
-        ar, sp = sum(o['ar_s'] for o in ev[k].values()), sum(o['spec_s'] for o in ev[k].values())
-        rows2.append(dict(drafter=LABEL[k], **{f'x_{b}': ev[k][b]['speedup'] for b in benches},
-                          mean3=sum(ev[k][b]['speedup'] for b in benches) / len(benches), overall=ar / max(1e-9, sp),
-                          tok_s_ar=sum(o['new_tokens'] for o in ev[k].values()) / ar, tok_s_spec=sum(o['new_tokens'] for o in ev[k].values()) / sp))
     d, ll = tr['data'], doc.get('lossless_extra')
     cap = (f"τ: tokens committed per target forward (block {tr['drafter']['block_size']}) of greedy speculative decoding on the engine, "
            f"INT4 target = the QAD g32 codes × scales from 21_qad (cpu run) on SmolLM2, bf16. Eval prompts: "
@@ -709,12 +775,10 @@ def render(path: Path):
             + [('tau_all', 'τ all', '{:.2f}'), ('acc1_train', 'pos-1 acc train', '{:.3f}'), ('acc1_held', 'pos-1 acc held-out', '{:.3f}')]
             + ([('walk_held', 'walk τ held-out', '{:.2f}')] if all(r['walk_held'] is not None for r in rows) else []) + [('lossless', 'lossless', '{}')])
     md = f"### A4 (gpu profile): drafter training on SmolLM2, {doc['provenance']['device']}\n\n" + render_table(rows, cols) + '\n' + cap + '\n\n' + provenance_line(doc) + '\n'
-    cols2 = ([('drafter', 'drafter', '{}')] + [(f'x_{b}', f'speedup {b}', '{:.2f}x') for b in benches]
-             + [('mean3', 'mean of 3', '{:.2f}x'), ('overall', 'overall', '{:.2f}x'), ('tok_s_ar', 'AR tok/s', '{:.0f}'), ('tok_s_spec', 'spec tok/s', '{:.0f}')])
+    rows2, cols2, cap2 = speed_table(ev, {k: LABEL[k] for k in ('direct', 'stage1', 'stage2')}, benches)
     md2 = (f"### A2 (true end-to-end): speculative vs autoregressive decoding on the engine, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
-           + render_table(rows2, cols2) + '\nSpeedup = wall time of the engine\'s own greedy decoding / wall time of greedy speculative decoding '
-           'of the same prompts and token budget (prefill included, CUDA graphs for both), per benchmark as in A4; measured, not projected. '
-           'Outputs identical to AR greedy: see the lossless column of A4. ' + _round_costs(doc) + '\n\n' + provenance_line(doc) + '\n')
+           + render_table(rows2, cols2) + '\n' + cap2 + ' '
+           + _round_costs(doc) + '\n\n' + provenance_line(doc) + '\n')
     prof = doc['provenance']['profile']
     print(write_table('drafter_a4_gpu', md, prof), write_table('latency_a2_true_smollm2', md2, prof))
     print(md); print(md2)
@@ -726,11 +790,32 @@ def render(path: Path):
                                   f"({doc['provenance']['device']}, {doc['provenance']['date'][:10]}, git {doc['provenance']['git_sha'][:8]})")
     print(save_figure(fig, 'drafter_tau_gpu', prof))
 
+def render_e2e(path: Path):
+    "Table of the drafter step's end-to-end A/B (`e2e`): the fused and the plain StaticDrafter step on the same drafter."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text()); ev, sm = doc['eval'], doc['step_ms']
+    benches = [b for b in doc['eval_prompts'] if doc['eval_prompts'][b]]
+    labels = {k: f"{k} step" for k in ev}
+    rows, cols, cap = speed_table(ev, labels, benches)
+    for r, k in zip(rows, labels): r['step'] = sm[f'draft_{k}']; r['tau'] = ev[k]['all']['tau']
+    cols = cols[:1] + [('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
+    md = (f"### A2 (true end-to-end), drafter step A/B: fused vs plain `StaticDrafter` step, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
+          + render_table(rows, cols) + '\n' + cap
+          + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}), per prompt AR then each step; "
+          + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
+          + f"Step costs (GPU time, median of 20): decode {sm['decode']:.3f} ms, verify-16 {sm['verify']:.3f} ms."
+          + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
+              f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
+              for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
+          + '\n\n' + provenance_line(doc) + '\n')
+    print(write_table('latency_a2_true_smollm2_step_ab', md, doc['provenance']['profile'])); print(md)
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e'])
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
+    ap.add_argument('--e2e-result', default='data/results/drafter_e2e_step_ab_gpu.json')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
@@ -761,6 +846,7 @@ def main():
     elif a.stage == 'e2e': e2e(work, Path(os.environ.get('OUT', '/tmp/out')), Path(a.drafter_dir or work/'drafters'/'stage2'),
                                int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)))
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
+    elif a.stage == 'render-e2e': render_e2e(Path(a.e2e_result))
     else: render(Path(a.result))
 
 if __name__ == '__main__': main()
