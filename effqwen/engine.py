@@ -1709,7 +1709,8 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
         marks.append((m0, m1, _mark(dev)))
         st.acceptance_lengths.append(len(new))
     st.decode_s = _sync(dev) - t1
-    st.draft_s, st.verify_s = sum(_elapsed(a, b) for a, b, _ in marks), sum(_elapsed(b, c) for _, b, c in marks)
+    st.round_s = [(_elapsed(a, b), _elapsed(b, c)) for a, b, c in marks]        # per round: (draft, verify + accept + commit) s
+    st.draft_s, st.verify_s = sum(d for d, _ in st.round_s), sum(v for _, v in st.round_s)
     st.new_tokens = ids[:, P:]
     st.pipelined = bool(pipelined)                                             # which loop ran (`_pipelined_rounds` or the host loop)
     st.rounds = len(st.acceptance_lengths)

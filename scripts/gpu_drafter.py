@@ -401,6 +401,9 @@ def tally(o: dict, ref, ar: float, pre: float, r, sp: float) -> bool:
     o['ar_prefill_s'] = o.get('ar_prefill_s', 0.0) + pre
     for part in ('prefill_s', 'draft_s', 'verify_s', 'decode_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
     o['rounds'] = o.get('rounds', 0) + r.rounds
+    if getattr(r, 'round_s', None):                                  # the first round (the prompt's context rows, projected eagerly)
+        o['round0_draft_s'] = o.get('round0_draft_s', 0.0) + r.round_s[0][0]; o['round0_verify_s'] = o.get('round0_verify_s', 0.0) + r.round_s[0][1]
+    o['unmarked_s'] = o.get('unmarked_s', 0.0) + r.decode_s - r.draft_s - r.verify_s   # decode time outside the rounds' CUDA events
     o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
     # per prompt, DFlash's time per output token (benchmark.py): decode time (prefill excluded) / the run's own tokens
     o.setdefault('tpot_ar', []).append((ar - pre) / max(1, ref.shape[1]))
@@ -530,8 +533,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     # outside their graphs, so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
     from profile_steps import profile
     eng.prefill(x)
-    kprof = dict(decode=profile(lambda: eng._run(1, 'decode')), verify=profile(lambda: eng._run(S.block, 'verify')),
-                 **{f'draft_{k}': profile(sd._fn) for k, sd in sds.items()})
+    with torch.no_grad():                                          # (a compiled step called with grad on is traced again, for autograd)
+        kprof = dict(decode=profile(lambda: eng._run(1, 'decode')), verify=profile(lambda: eng._run(S.block, 'verify')),
+                     **{f'draft_{k}': profile(sd._fn) for k, sd in sds.items()})
     log('kernels per step', {k: (int(round(v['kernels'])), round(v['total_us'])) for k, v in kprof.items()})
     res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in sds}
     for b, x, ref, ar, pre, k, r, sp in timed_runs(eng, sds, bench, S.eval_new, stops): tally(res[k][b], ref, ar, pre, r, sp)
