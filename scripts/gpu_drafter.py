@@ -499,15 +499,32 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------- e2e: the drafter step's A/B
+def w4a16_target(model, q: dict):
+    """A copy of `model` (its linears already codes x scales, `apply_w4a16`) whose linears are `W4A16Linear` modules
+    holding the W4A16 pack-quantized codes and scales of `q`: the same weights, multiplied by the INT4 kernels."""
+    from effqwen.kernels import W4A16Linear
+    m = copy.deepcopy(model); dt = next(m.parameters()).dtype; n = 0
+    for k in [k for k in q if k.endswith('.weight_packed')]:
+        name = k[:-len('.weight_packed')]; lin = m.get_submodule(name); sc = q[name + '.weight_scale']
+        w4 = W4A16Linear(lin.in_features, lin.out_features, lin.bias is not None, lin.in_features // sc.shape[1], dt, DEV)
+        w4.load_state_dict({'weight_packed': q[k], 'weight_scale': sc.to(dt), **({'bias': lin.bias.detach()} if lin.bias is not None else {})})
+        parent, _, attr = name.rpartition('.'); setattr(m.get_submodule(parent), attr, w4); n += 1
+    log(f'W4A16 target: {n} linears on the INT4 kernels')
+    return m
+
 def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     """True end-to-end speculative speedup on SmolLM2 of one trained drafter (a stage-2 drafter a `SOLO` chain packed,
-    `drafters.tar.part*`) with `StaticDrafter`'s fused step against its plain one, in one run: per prompt the engine's
-    AR greedy, then speculative decoding with each step (pipelined loop); wall times, τ, outputs equal to AR, and the
-    GPU ms of each recorded step. Needs the bundle (assemble) and the drafter only: no training record.
+    `drafters.tar.part*`), in one run: on the engine over the INT4 target as bf16 weights (codes x scales, cuBLAS: the
+    A4 eval's target), per prompt the AR greedy, then speculative decoding with `StaticDrafter`'s fused step and with
+    its plain one (pipelined loop); then (env E2E_W4, default on) on the engine over the same codes on the W4A16
+    kernels (`W4A16Linear`), AR and the fused step. Wall and per-run times, τ, outputs equal to AR, the GPU ms of each
+    recorded step and a kernel trace of each. Needs the bundle (assemble) and the drafter only: no training record.
     Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json."""
     from effqwen.dflash import load_drafter
     from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
     from effqwen.core import write_result
+    from safetensors.torch import load_file
+    from profile_steps import profile
     p, S = sizes()
     _, int4, tok = load_models(work, with_bf16=False)
     pr = load_prompts(work)
@@ -515,30 +532,37 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     bench = {b: xs for b, xs in bench.items() if xs}
     d = load_drafter(drafter_dir, int4).to(DEV).to(next(int4.parameters()).dtype).eval()
     maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
-    eng = Engine(int4, max_seq_len=maxlen, tap_layers=tuple(d.target_layer_ids))
+    taps = tuple(d.target_layer_ids)
+    engines = {'': Engine(int4, max_seq_len=maxlen, tap_layers=taps)}
+    if os.environ.get('E2E_W4', '1') == '1':
+        engines['w4a16_'] = Engine(w4a16_target(int4, load_file(str(work/'bundle'/'qad_int4.safetensors'))), max_seq_len=maxlen, tap_layers=taps)
     compiled = DEV == 'cuda'
     sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz) for fz in (True, False)}
-    stops = [tok.eos_token_id]
-    w = bench['gsm8k'][0]; eng.generate(w, 32, stops); [eng_spec(eng, sd, w, 32, stops) for sd in sds.values()]   # warm-up
-    for xs in bench.values():
-        for x in xs: eng.prefill(x)                      # each prompt-size bucket records its prefill graph before the timing
-    x = bench['gsm8k'][0]; step_ms = {}
+    runs = {e: ({k: sd for k, sd in sds.items() if not e or k == 'fused'}) for e in engines}   # the W4A16 engine: the fused step only
+    stops, x = [tok.eos_token_id], bench['gsm8k'][0]
+    step_ms, kprof = {}, {}
+    for e, eng in engines.items():
+        eng.generate(x, 32, stops); [eng_spec(eng, sd, x, 32, stops) for sd in runs[e].values()]   # warm-up
+        for xs in bench.values():
+            for y in xs: eng.prefill(y)                  # each prompt-size bucket records its prefill graph before the timing
+        step_ms[f'{e}verify'] = _gpu_ms(lambda: eng._step('verify'), 20)
+        eng.prefill(x); step_ms[f'{e}decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
+        # where a SmolLM2 step's GPU time goes: kernels of one eager decode / verify-16 step (traced outside the graphs,
+        # so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
+        eng.prefill(x)
+        with torch.no_grad():                                      # (a compiled step called with grad on is traced again, for autograd)
+            kprof[f'{e}decode'] = profile(lambda: eng._run(1, 'decode')); kprof[f'{e}verify'] = profile(lambda: eng._run(S.block, 'verify'))
+    eng = engines['']
     for k, sd in sds.items():
         eng.prefill(x); sd.start(); sd.propose(torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
         sd.n_new.zero_(); step_ms[f'draft_{k}'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20)
-    step_ms['verify'] = _gpu_ms(lambda: eng._step('verify'), 20)
-    eng.prefill(x); step_ms['decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
+        with torch.no_grad(): kprof[f'draft_{k}'] = profile(sd._fn)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
-    # where a SmolLM2 step's GPU time goes: kernels of one eager decode / verify-16 step and one drafter step (traced
-    # outside their graphs, so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
-    from profile_steps import profile
-    eng.prefill(x)
-    with torch.no_grad():                                          # (a compiled step called with grad on is traced again, for autograd)
-        kprof = dict(decode=profile(lambda: eng._run(1, 'decode')), verify=profile(lambda: eng._run(S.block, 'verify')),
-                     **{f'draft_{k}': profile(sd._fn) for k, sd in sds.items()})
     log('kernels per step', {k: (int(round(v['kernels'])), round(v['total_us'])) for k, v in kprof.items()})
-    res = {k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in sds}
-    for b, x, ref, ar, pre, k, r, sp in timed_runs(eng, sds, bench, S.eval_new, stops): tally(res[k][b], ref, ar, pre, r, sp)
+    res = {}
+    for e, eng in engines.items():
+        res |= {e + k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in runs[e]}
+        for b, y, ref, ar, pre, k, r, sp in timed_runs(eng, runs[e], bench, S.eval_new, stops): tally(res[e + k][b], ref, ar, pre, r, sp)
     finish(res)
     for v in res.values():
         sp = [speedups(o) for o in v.values()]
@@ -548,6 +572,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
                         n=sum(o['n'] for o in v.values()))
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
     doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+               targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
     os.environ['EFFQWEN_OUT'] = str(out)
     log('wrote', write_result('drafter_e2e_step_ab_gpu' if not TINY else 'drafter_e2e_step_ab_dryrun', doc, p, device=DEV))
@@ -799,15 +824,19 @@ def render_e2e(path: Path):
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.loads(path.read_text()); ev, sm = doc['eval'], doc['step_ms']
     benches = [b for b in doc['eval_prompts'] if doc['eval_prompts'][b]]
-    labels = {k: f"{k} step" for k in ev}
+    eng_of = lambda k: 'w4a16_' if k.startswith('w4a16_') else ''
+    labels = {k: ('W4A16 kernels' if eng_of(k) else 'bf16 codes × scales') + f", {k.removeprefix('w4a16_')} step" for k in ev}
     rows, cols, cap = speed_table(ev, labels, benches)
-    for r, k in zip(rows, labels): r['step'] = sm[f'draft_{k}']; r['tau'] = ev[k]['all']['tau']
-    cols = cols[:1] + [('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
-    md = (f"### A2 (true end-to-end), drafter step A/B: fused vs plain `StaticDrafter` step, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
+    for r, k in zip(rows, labels):
+        e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix('w4a16_')}"]; r['tau'] = ev[k]['all']['tau']
+        r['decode'], r['verify'] = sm[f'{e}decode'], sm[f'{e}verify']
+    cols = cols[:1] + [('decode', 'decode ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'), ('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
+    md = (f"### A2 (true end-to-end) on SmolLM2, INT4 (QAD) target: the fused vs the plain `StaticDrafter` step, bf16 codes × scales vs the W4A16 kernels, {doc['provenance']['device']}\n\n"
           + render_table(rows, cols) + '\n' + cap
           + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}), per prompt AR then each step; "
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
-          + f"Step costs (GPU time, median of 20): decode {sm['decode']:.3f} ms, verify-16 {sm['verify']:.3f} ms."
+          + "Targets: " + '; '.join(f'{k}: {v}' for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
+          + ". Step costs: GPU time of the recorded graph, median of 20."
           + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
               f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
