@@ -1771,6 +1771,11 @@ class StaticDrafter:
         self.length, self.graph = 0, None
         step = self._step_fused if fused else self._step
         self._fn = torch.compile(step, dynamic=False) if compile else step   # what warm-up, capture and replay-less calls run
+        # a prompt's context rows (more than a block, `propose`) are projected outside the graph: compiled with a dynamic
+        # row count when the step is compiled (one graph for every prompt length; eagerly, its ~70 small kernels cost the
+        # first speculative round about 2 ms of launches on the H200 at SmolLM2's size), eagerly otherwise
+        proj = self._project_fused if fused else self._project
+        self._project_prompt = torch.compile(proj, dynamic=True) if compile else proj
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
 
     def _fuse(self):
@@ -1916,7 +1921,7 @@ class StaticDrafter:
         m, B = ctx_new.shape[1], self.block_size
         if self.length + m + B > self.max_seq_len: raise ValueError(f'context of {self.length + m} tokens + block {B} exceeds max_seq_len={self.max_seq_len}')
         if m > B:                                                              # a prompt: project it in one go, eagerly
-            (self._project_fused if self.fused else self._project)(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
+            self._project_prompt(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
             self.ctx_len.add_(m - 1); self.length += m - 1; ctx_new = ctx_new[:, m - 1:]; m = 1
         self.ctx_in[:m].copy_(ctx_new[0]); self.n_new.fill_(m); self.length += m
         self.anchor.copy_(anchor if anchor is not None else ids[0, -1:].to(self.device))
