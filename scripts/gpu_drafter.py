@@ -824,6 +824,31 @@ def render(path: Path):
                                   f"({doc['provenance']['device']}, {doc['provenance']['date'][:10]}, git {doc['provenance']['git_sha'][:8]})")
     print(save_figure(fig, 'drafter_tau_gpu', prof))
 
+def _frag_why() -> str:
+    "Why SmolLM2's QAD linears (g32, hidden 576) take no fragment kernel: `fragment_supported` on such a layer."
+    from effqwen.kernels import W4A16Linear
+    from effqwen.gluon import fragment_supported
+    return fragment_supported(W4A16Linear(576, 1536, group_size=32, device='cpu'))
+
+def _w4_kernels(doc: dict) -> str:
+    "The W4A16 kernels the trace of the W4A16 engine's decode and verify steps shows."
+    kp = doc['kernel_profile']
+    name = lambda k: next(t['name'] for t in kp[k]['top'] if 'w4a16' in t['name'])
+    return f"`{name('w4a16_decode')}` at 1 row and `{name('w4a16_verify')}` at 16"
+
+def _round_split(ev: dict) -> str:
+    "Where the fused step's speculative decode time went per prompt (bf16 engine): rounds, the first round, time outside the rounds."
+    o = ev.get('fused', {})
+    if not o or not all('round0_draft_s' in v for b, v in o.items() if b != 'all'): return ''
+    bs = [b for b in o if b != 'all']
+    f = lambda b: (o[b]['rounds'] - o[b]['n'], (o[b]['draft_s'] - o[b]['round0_draft_s']) * 1e3, (o[b]['verify_s'] - o[b]['round0_verify_s']) * 1e3)
+    return (" Per prompt, fused step on the bf16 engine (CUDA events; a later round = draft + verify/accept/commit; the first "
+            "round also projects the prompt's context rows outside the graph; outside = the loop's set-up and the one queued "
+            "round that turns out not to be needed): " + '; '.join(
+        f"{b} {o[b]['rounds'] / o[b]['n']:.0f} rounds, later {f(b)[1] / f(b)[0]:.3f} + {f(b)[2] / f(b)[0]:.3f} ms, "
+        f"first {o[b]['round0_draft_s'] / o[b]['n'] * 1e3:.2f} + {o[b]['round0_verify_s'] / o[b]['n'] * 1e3:.2f} ms, "
+        f"outside {o[b]['unmarked_s'] / o[b]['n'] * 1e3:.2f} ms" for b in bs) + '.')
+
 def render_e2e(path: Path):
     "Table of the drafter step's end-to-end A/B (`e2e`): the fused and the plain StaticDrafter step on the same drafter."
     from effqwen.core import render_table, write_table, provenance_line
@@ -840,8 +865,9 @@ def render_e2e(path: Path):
           + render_table(rows, cols) + '\n' + cap
           + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}), per prompt AR then each step; "
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
-          + "Targets: " + '; '.join(f'{k}: {v}' for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
-          + ". Step costs: GPU time of the recorded graph, median of 20."
+          + "Targets: " + '; '.join(f"{k.rstrip('_')}: {v}" for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
+          + (f" (its linears run {_w4_kernels(doc)}; no Gluon fragment kernel: {_frag_why()})" if 'w4a16_decode' in doc.get('kernel_profile', {}) else '')
+          + ". Step costs: GPU time of the recorded graph, median of 20." + _round_split(ev)
           + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
               f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
