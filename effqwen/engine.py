@@ -1674,9 +1674,12 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     st = SimpleNamespace(acceptance_lengths=[], draft_s=0.0, verify_s=0.0)
     t0 = _sync(dev)
     engine.prefill(input_ids)
-    ids = torch.cat([input_ids.reshape(1, -1).cpu(), engine.tok[:1].cpu()[None]], 1)
     ctx_new = engine._prefill_feats[None] if prop.layer_ids else None
     prop.start()
+    # a proposer that keeps its own context (`StaticDrafter`) takes the prompt's rows now, queued behind the target's
+    # prefill: the host issues that projection while the GPU runs the prefill, and it counts as prefill time
+    if ctx_new is not None and hasattr(prop, 'prefill_context'): ctx_new = prop.prefill_context(ctx_new)
+    ids = torch.cat([input_ids.reshape(1, -1).cpu(), engine.tok[:1].cpu()[None]], 1)
     t1 = _sync(dev); st.prefill_s = t1 - t0
     stopped = ids[0, -1].item() in stops
     # One host sync per round: the drafts, the block and the anchor stay on the device (a copy from host memory would
@@ -1912,6 +1915,20 @@ class StaticDrafter:
         self.ctx_len.zero_(); self.length = 0
 
     @torch.no_grad()
+    def prefill_context(self, ctx_new:torch.Tensor, # (1, m, k·H) target features of a prompt (nothing committed since)
+                       )->torch.Tensor:
+        """Project all but the last of a prompt's context rows into the cache now (one product for all of them, compiled
+        when the step is); returns the rows the first `propose` still takes (the last one; all of them for a prompt no
+        longer than a block, which the step takes itself). `speculative_generate` calls it right after queuing the
+        target's prefill, so the host issues it while the GPU runs the prefill."""
+        m, B = ctx_new.shape[1], self.block_size
+        if m <= B: return ctx_new
+        if self.length + m + B > self.max_seq_len: raise ValueError(f'context of {self.length + m} tokens + block {B} exceeds max_seq_len={self.max_seq_len}')
+        self._project_prompt(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
+        self.ctx_len.add_(m - 1); self.length += m - 1
+        return ctx_new[:, m - 1:]
+
+    @torch.no_grad()
     def propose(self, ids:torch.Tensor, # (1, T) committed tokens, the last is the anchor
                 ctx_new:torch.Tensor, # (1, m, k·H) target features of the tokens committed since the last call
                 n:int, *args,
@@ -1920,9 +1937,7 @@ class StaticDrafter:
         "Greedy draft of n <= B-1 tokens after the anchor: (tokens (n,), None)."
         m, B = ctx_new.shape[1], self.block_size
         if self.length + m + B > self.max_seq_len: raise ValueError(f'context of {self.length + m} tokens + block {B} exceeds max_seq_len={self.max_seq_len}')
-        if m > B:                                                              # a prompt: project it in one go, eagerly
-            self._project_prompt(ctx_new[0, :m - 1].to(self.ctx_in.dtype), torch.arange(self.length, self.length + m - 1, device=self.device))
-            self.ctx_len.add_(m - 1); self.length += m - 1; ctx_new = ctx_new[:, m - 1:]; m = 1
+        if m > B: ctx_new = self.prefill_context(ctx_new); m = 1                # a prompt: its rows but the last in one go
         self.ctx_in[:m].copy_(ctx_new[0]); self.n_new.fill_(m); self.length += m
         self.anchor.copy_(anchor if anchor is not None else ids[0, -1:].to(self.device))
         if self.graph is not None: self.graph.replay()
