@@ -1774,9 +1774,10 @@ class StaticDrafter:
         self.length, self.graph = 0, None
         step = self._step_fused if fused else self._step
         self._fn = torch.compile(step, dynamic=False) if compile else step   # what warm-up, capture and replay-less calls run
-        # a prompt's context rows (more than a block, `propose`) are projected outside the graph: compiled with a dynamic
-        # row count when the step is compiled (one graph for every prompt length; eagerly, its ~70 small kernels cost the
-        # first speculative round about 2 ms of launches on the H200 at SmolLM2's size), eagerly otherwise
+        # a prompt's context rows (more than a block: `prefill_context`) are projected outside the graph: compiled with a
+        # dynamic row count when the step is compiled (one graph for every prompt length), eagerly otherwise. Compiling
+        # it barely shortened the first round on the H200 (its host time is the cost); issuing it during the target's
+        # prefill did (`speculative_generate`; table latency_a2_true_smollm2_step_ab and its session archive)
         proj = self._project_fused if fused else self._project
         self._project_prompt = torch.compile(proj, dynamic=True) if compile else proj
         if (dev.type == 'cuda') if cuda_graphs is None else cuda_graphs: self._capture()
