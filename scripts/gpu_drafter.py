@@ -418,6 +418,7 @@ def speedups(o: dict) -> dict:
     Records written before `tally` kept each run's own tokens have no tpot; their tps counts the speculative tokens
     from the acceptance lengths (each round's committed tokens, the stop token's round cut at it)."""
     st = o.get('spec_tokens', sum(o['lengths']))
+    if not o['n']: return dict(tpot=None, tps=None, wall=None, spec_tokens=st)   # a benchmark with no prompts (a dry run's N_LONG=0)
     tp = (sum(o['tpot_ar']) / sum(o['tpot_spec'])) if o.get('tpot_spec') else None
     return dict(tpot=tp, tps=(st / o['spec_s']) / (o['new_tokens'] / o['ar_s']), wall=o['ar_s'] / max(1e-9, o['spec_s']),
                 spec_tokens=st)
@@ -496,7 +497,7 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     save(lossless_extra=ll)
     if fp32: lossless32(work, out, n_lossless)
     merge(work, out)
-    log('eval done', {k: {b: (round(o['tau'], 2), round(o['speedup'], 2)) for b, o in v.items()} for k, v in res.items()})
+    log('eval done (tau, decode speedup)', {k: {b: (round(o['tau'], 2), o['speedup_tpot'] and round(o['speedup_tpot'], 2)) for b, o in v.items()} for k, v in res.items()})
 
 # ----------------------------------------------------------------------------------------- e2e: the drafter step's A/B
 def w4a16_target(model, q: dict):
@@ -743,6 +744,7 @@ def speed_table(ev: dict, labels: dict, benches: list) -> tuple:
     """Rows, columns and caption of a true end-to-end speed table: one row per proposer in `labels` ({key: label}) of
     the eval record `ev`. The per-benchmark columns are DFlash's decode speedup (`speedups`' tpot) where every record has
     it, else the output-tokens-per-second speedup (records written before per-prompt times were kept)."""
+    benches = [b for b in benches if all(ev[k][b]['n'] for k in labels)]   # (a dry run's empty benchmarks left out)
     sp = {k: {b: speedups(ev[k][b]) for b in benches} for k in labels}
     main = 'tpot' if all(x['tpot'] is not None for v in sp.values() for x in v.values()) else 'tps'
     mean = lambda k, m: sum(sp[k][b][m] for b in benches) / len(benches)
