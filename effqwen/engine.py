@@ -1835,13 +1835,7 @@ class StaticDrafter:
             h = h + a.o_proj(block_attn(q, kc, vc, start, cfg.sliding_window))
             x, gu = layer.post_attention_layernorm(h), self.gate_up[i]
             h = h + layer.mlp.down_proj(gu.forward_swiglu_out(x) if self.swiglu_out[i] else swiglu(gu(x)))
-        hn = d.norm(h)[None, 1:]
-        if self.head_rows is None: idx = d.draft_logits(hn)[0].argmax(-1)
-        else:
-            idx = F.linear(hn, self.head_rows, self.head_bias)[0].argmax(-1)
-            idx = idx.masked_fill(idx >= self.n_draft, 0)                   # (a padding copy of row 0)
-        self.tokens.copy_(d.to_target(idx))
-        self.ctx_len.add_(self.n_new)
+        self._emit(d.norm(h)[None, 1:])
 
     def _project(self, feats, pos):
         "Context keys/values of feature rows `feats` (n, k·H) written at device positions `pos` (n,)."
@@ -1880,12 +1874,17 @@ class StaticDrafter:
             o = gqa_attention(q, [(kc, vc), (kb[0], vb[0])], see, a.d ** -0.5)
             h = h + a.o_proj(o)[None]
             h = h + layer.mlp(layer.post_attention_layernorm(h))
-        hn = d.norm(h)[:, 1:]
+        self._emit(d.norm(h)[:, 1:])
+
+    def _emit(self, hn):
+        """Both steps' end: the drafts from the block's final rows `hn` (1, B-1, H) into `tokens` (argmax over the draft
+        vocabulary when there is one), and the new context rows counted in."""
+        d = self.d
         if self.head_rows is None: idx = d.draft_logits(hn)[0].argmax(-1)
         else:
             idx = F.linear(hn, self.head_rows, self.head_bias)[0].argmax(-1)
             idx = idx.masked_fill(idx >= self.n_draft, 0)                   # (a padding copy of row 0)
-        self.tokens.copy_(d.to_target(idx))                                  # argmax over the draft vocabulary only
+        self.tokens.copy_(d.to_target(idx))
         self.ctx_len.add_(self.n_new)
 
     @torch.no_grad()

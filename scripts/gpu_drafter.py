@@ -401,7 +401,7 @@ def tally(o: dict, ref, ar: float, pre: float, r, sp: float) -> bool:
     o['ar_prefill_s'] = o.get('ar_prefill_s', 0.0) + pre
     for part in ('prefill_s', 'draft_s', 'verify_s', 'decode_s'): o[part] = o.get(part, 0.0) + getattr(r, part)   # where a round's time goes
     o['rounds'] = o.get('rounds', 0) + r.rounds
-    if getattr(r, 'round_s', None):                                  # the first round (the prompt's context rows, projected eagerly)
+    if getattr(r, 'round_s', None):                                  # the first round (the anchor's draft and verify, after the prompt)
         o['round0_draft_s'] = o.get('round0_draft_s', 0.0) + r.round_s[0][0]; o['round0_verify_s'] = o.get('round0_verify_s', 0.0) + r.round_s[0][1]
     o['unmarked_s'] = o.get('unmarked_s', 0.0) + r.decode_s - r.draft_s - r.verify_s   # decode time outside the rounds' CUDA events
     o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
@@ -565,10 +565,6 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     for e, eng in engines.items():
         res |= {e + k: {b: dict(lengths=[], lossless=0, n=0, ar_s=0.0, spec_s=0.0, new_tokens=0) for b in bench} for k in runs[e]}
         for b, y, ref, ar, pre, k, r, sp in timed_runs(eng, runs[e], bench, S.eval_new, stops): tally(res[e + k][b], ref, ar, pre, r, sp)
-    # where the GPU waits inside one speculative generation (bf16 engine, fused step): the host/GPU trace's idle gaps
-    from profile_steps import idle_gaps
-    gaps = {b: idle_gaps(lambda: eng_spec(engines[''], sds['fused'], xs[0], S.eval_new, stops), top=10) for b, xs in bench.items()}
-    if DEV == 'cuda': log('idle gaps', {b: (round(g['span_us']), round(g['idle_us']), [(t['us'], t['after'][:30], t['before'][:30]) for t in g['top'][:4]]) for b, g in gaps.items()})
     finish(res)
     for v in res.values():
         sp = [speedups(o) for o in v.values()]
@@ -577,7 +573,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
                         speedup_tpot_mean=sum(x['tpot'] for x in sp) / len(sp), lossless=sum(o['lossless'] for o in v.values()),
                         n=sum(o['n'] for o in v.values()))
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
-    doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, spec_idle_gaps=gaps, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+    doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
     os.environ['EFFQWEN_OUT'] = str(out)
