@@ -283,7 +283,8 @@ DRAFTER_SIZES = {
                        swa_long_tokens=2400, swa_prompts=1, swa_new=16),
     'gpu': DrafterSize(layers=2, taps=4, steps1=3000, steps2=1000, batch=16, anchors=128, lr=1e-3, lr2=3e-4,
                        # lr: the recipe's 1e-3. The H200 stall (at 1e-3 and at 6e-3) was bf16 autocast: stage-1 pos-1 accuracy 0.02 on
-                       # its own training chunks, against 0.996 in float32 (data/results/drafter_gpu_bf16_autocast_train.json vs drafter_training_gpu.json).
+                       # its own training chunks, against 0.996 in float32 on the same 2048 prompts (data/results/drafter_gpu_bf16_autocast_train.json vs drafter_training_gpu.json
+                       # at commit 0b14e04).
                        # Train drafters in float32 (TF32 matmuls) on the GPU.
                        # data: 12K mixed prompts (the 2048 of `train_prompts` were only ~1.3K distinct and were memorised),
                        # answered by both targets (stage 2 and direct train on the INT4 answers: as many as stage 1 gets)

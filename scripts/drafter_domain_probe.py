@@ -129,7 +129,9 @@ def same_drafter(a):
     for x in pr['bench']['gsm8k'][:a.check]: L += _replay(int4, d, tok, torch.tensor(x)[None], opt['eval']['new_tokens'])[0]
     diff = next((i for i, (u, v) in enumerate(zip(L, ref)) if u != v), None)
     doc = dict(prompts=a.check, rounds=len(L), equal=L == ref[:len(L)], first_different_round=diff, drafter=dict(path=a.drafter, sha256=sha),
-               against=f"drafter_opt_gpu.json a5_lengths.unquantized.gsm8k (git {opt['provenance']['git_sha'][:12]})", command=' '.join(sys.argv))
+               against=f"drafter_opt_gpu.json a5_lengths.unquantized.gsm8k (git {opt['provenance']['git_sha'][:12]})", command=' '.join(sys.argv),
+               # the A4 run committed beside: render-opt credits the check to that run only (a later A4 run trains another drafter)
+               a4_run={k: json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance'][k] for k in ('git_sha', 'date')})
     print(doc)
     print(write_result('drafter_same_check', doc, get_profile('gpu'), device='cpu'))
 

@@ -574,6 +574,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
                         n=sum(o['n'] for o in v.values()))
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
     doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+               drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (the SHA256 file its packing wrote)
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
     os.environ['EFFQWEN_OUT'] = str(out)
@@ -682,7 +683,7 @@ def render_opt(path: Path):
     cols5 = ([('drafter', 'drafter', '{}'), ('weights', 'weights', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
              + [('tau_all', 'τ all', '{:.3f}'), ('dtau', 'Δτ vs unquantized', '{:+.1f}%'), ('quant_s', 'quantize s', '{:.1f}')])
     herr = doc['hessian_error']; ratio = sum(v['gptq'] / v['rtn'] for v in herr.values()) / len(herr)
-    cap5 = (f"Stage-2 drafter of the gpu-profile A4 run ({doc['drafter']['num_hidden_layers']} layers) against the QAD INT4 SmolLM2 target; τ replayed on the "
+    cap5 = (f"Stage-2 drafter of the gpu-profile A4 run at git `{doc['provenance']['git_sha'][:12]}` ({doc['drafter']['num_hidden_layers']} layers) against the QAD INT4 SmolLM2 target; τ replayed on the "
             f"target's greedy continuation (float32, TF32 off) of {', '.join(f'{b} {n}' for b, n in ev['prompts'].items())} prompts × {ev['new_tokens']} "
             f"tokens; the replay equals a real engine run on the first prompt of each benchmark: {doc['replay_equals_engine_loop']}. Calibration: "
             f"{doc['calibration']['conversations']} INT4-regenerated conversations at natural length ({doc['calibration']['tokens']:,} tokens, "
@@ -698,12 +699,23 @@ def render_opt(path: Path):
     tp = path.with_name('drafter_training_gpu.json')                # the run that trained this drafter: its chunk length
     sp = path.with_name('drafter_same_check.json')                  # or a later run whose drafter replays as this one did
     sc = json.loads(sp.read_text()) if sp.exists() else None
-    same = bool(sc and sc['equal'] and doc['provenance']['git_sha'][:12] in sc['against'])
+    tr = json.loads(tp.read_text()) if tp.exists() else None
+    # the check counts for the committed A4 run only if it replayed that run's drafter: it names the A4 run it was made beside
+    same = bool(sc and sc['equal'] and doc['provenance']['git_sha'][:12] in sc['against'] and tr
+                and sc.get('a4_run', {}).get('date') == tr['provenance']['date'])
     if same:
         cap5 += (f" The committed A4 run trained the same drafter: replayed on the first {sc['prompts']} GSM8K prompts, its stage-2 drafter "
                  f"accepts the same length in each of {sc['rounds']} rounds as the one measured here (`drafter_same_check.json`).")
-    if tp.exists() and ((tr := json.loads(tp.read_text()))['provenance']['git_sha'] == doc['provenance']['git_sha'] or same):
-        cap6 += (f" The drafter trained on {tr['train']['sizes']['pack_len']}-token chunks (`drafter_training_gpu.json`), shorter than these "
+    elif tr and tr['provenance']['git_sha'] != doc['provenance']['git_sha']:
+        cap5 += (f" This is not the committed A4 run's drafter (git `{tr['provenance']['git_sha'][:12]}`): A5 / A6 were measured on an earlier run's "
+                 "(`drafter_training_gpu_session_runs.json`) and not rerun since.")
+    # the training run of this drafter: the committed A4 run, or the archived one of the same commit
+    arch = path.with_name('drafter_training_gpu_session_runs.json')
+    runs = ([dict(sizes=tr['train']['sizes'], provenance=tr['provenance'], file='drafter_training_gpu.json')] if tr else []) + (
+        [dict(r, file=arch.name) for r in json.loads(arch.read_text())['runs']] if arch.exists() else [])
+    own = next((r for r in runs if r['provenance']['git_sha'] == doc['provenance']['git_sha']), None) or (runs[0] if same else None)
+    if own:
+        cap6 += (f" The drafter trained on {own['sizes']['pack_len']}-token chunks (`{own['file']}`), shorter than these "
                  "prompts: with full attention it reads keys farther back than any training position.")
     prof = doc['provenance']['profile']
     md5 = f"### A5 (gpu profile): drafter PTQ, {doc['provenance']['device']}\n\n" + render_table(doc['a5'], cols5) + '\n' + cap5 + '\n\n' + provenance_line(doc) + '\n'
@@ -800,7 +812,9 @@ def render(path: Path):
            f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,})"
            + (f", prompts from `{'drafter_prompts' if d['bf16']['prompt_pool'] == 'mixed' else 'train_prompts'}` ({d['bf16']['source']})" if 'prompt_pool' in d['bf16'] else '')
            + f". pos-1 acc: teacher-forced first-position accuracy on "
-           f"training vs held-out chunks (last 5% of each regeneration's chunks; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on). "
+           f"training vs held-out chunks (last 5% of each regeneration's chunks, in prompt order; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on"
+           + (f"; stage 1's held-out chunks answer the last prompts of the extra file `{x['file']}` (sha256 {x['sha256'][:12]}), so its held-out figures "
+              "compare across runs only with the same file" if (x := d['bf16'].get('extra_prompts')) and x.get('used') else '') + "). "
            + (f"Extra losslessness check (stage 2, GSM8K prompts × 128 tokens, identical to the engine's own greedy output): bf16 {ll['identical']}/{ll['n']}"
               + (f" (first divergences at target top-2 logit margins {_margins(ll)})" if ll.get('divergence') else '')
               + (f"; float32, TF32 off: {doc['lossless_fp32']['identical']}/{doc['lossless_fp32']['n']}" + (f" (margins {_margins(doc['lossless_fp32'])})" if doc['lossless_fp32'].get('divergence') else '')
@@ -808,7 +822,8 @@ def render(path: Path):
               if ll and ll['n'] else 'Extra 100-prompt losslessness check: not run in this run. ')
            + (f"HF-loop τ on {doc['hf_loop_prompts']} prompts: {doc['hf_loop_tau_stage2']:.2f}. " if doc['hf_loop_prompts'] else '')
            + f"Drafters trained in {tr.get('precision', 'bf16 autocast').replace('fp32', 'float32 (TF32 matmuls)')}, lr {tr['sizes']['lr']:g} (stage 2: {tr['sizes']['lr2']:g}). "
-           + "Lossless = the speculative output equals the engine's own greedy output token for token (bf16 target on the GPU).")
+           + "Lossless = the speculative output equals the engine's own greedy output token for token (bf16 target on the GPU)."
+           + (f" Run: {doc['provenance']['note']}" if doc['provenance'].get('note') else ''))
     cols = ([('drafter', 'drafter', '{}'), ('steps', 'steps', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
             + [('tau_all', 'τ all', '{:.2f}'), ('acc1_train', 'pos-1 acc train', '{:.3f}'), ('acc1_held', 'pos-1 acc held-out', '{:.3f}')]
             + ([('walk_held', 'walk τ held-out', '{:.2f}')] if all(r['walk_held'] is not None for r in rows) else []) + [('lossless', 'lossless', '{}')])
@@ -867,7 +882,7 @@ def render_e2e(path: Path):
     cols = cols[:1] + [('decode', 'decode ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'), ('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
     md = (f"### A2 (true end-to-end) on SmolLM2, INT4 (QAD) target: the fused vs the plain `StaticDrafter` step, bf16 codes × scales vs the W4A16 kernels, {doc['provenance']['device']}\n\n"
           + render_table(rows, cols) + '\n' + cap
-          + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}), per prompt AR then each step; "
+          + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}{', weights sha256 ' + doc['drafter_sha256'][:12] if doc.get('drafter_sha256') else ''}), per prompt AR then each step; "
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
           + "Targets: " + '; '.join(f"{k.rstrip('_')}: {v}" for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
           + (f" (its linears run {_w4_kernels(doc)}; no Gluon fragment kernel: {_frag_why()})" if 'w4a16_decode' in doc.get('kernel_profile', {}) else '')
@@ -875,12 +890,49 @@ def render_e2e(path: Path):
           + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
               f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
+          + (f" Run: {doc['provenance']['note']}" if doc['provenance'].get('note') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     print(write_table('latency_a2_true_smollm2_step_ab', md, doc['provenance']['profile'])); print(md)
 
+ARCHIVES = {   # result -> its session-runs file, and what of each run the archive keeps
+    'drafter_training_gpu': ("Earlier gpu-profile runs of drafter_training_gpu.json, newest first, in summary (per-round acceptance lengths, "
+                             "losses and divergences dropped); each run's whole file is in the git history "
+                             "(`git log -- data/results/drafter_training_gpu.json`)."),
+    'drafter_e2e_step_ab_gpu': "Earlier runs of scripts/gpu_drafter.py e2e, newest first, whole.",
+}
+
+def _summary(name: str, doc: dict) -> dict:
+    "What the archive keeps of one run: the e2e record whole; of a training record the sizes, accuracies and engine results."
+    if name != 'drafter_training_gpu': return doc
+    t, drop = doc['train'], ('lengths', 'divergence', 'pipelined_runs', 'per_prompt')
+    run = dict(provenance=doc['provenance'], **{k: t[k] for k in ('steps', 'train_s', 'data', 'sizes', 'block_accuracy')})
+    run['eval'] = {k: {b: {kk: vv for kk, vv in o.items() if kk not in drop} for b, o in v.items()} for k, v in doc['eval'].items()}
+    run.update({k: doc[k] for k in ('step_ms', 'drafter_compiled') if k in doc})
+    run.update({k: {kk: vv for kk, vv in doc[k].items() if kk != 'divergence'} for k in ('lossless_fp32', 'lossless_extra') if k in doc})
+    return run
+
+def archive(result: Path, new: Path, note: str):
+    """Replace `result` by a new run's file `new` (as it came back from the device), first moving the committed run into
+    `<result stem>_session_runs.json` (newest first, `_summary`), with `note` (the command that made the new run) in
+    the new run's provenance. Both files are written atomically; the new file's payload is not touched otherwise."""
+    from effqwen.core import atomic_write
+    name = result.stem
+    if name not in ARCHIVES: raise ValueError(f'archive: {result} has no session-runs file; pick one of {sorted(ARCHIVES)}')
+    old, doc = json.loads(result.read_text()), json.loads(new.read_text())
+    if old['provenance'] == doc['provenance']: raise ValueError(f'archive: {new} is the committed run already')
+    if not note: raise ValueError('archive: --note is empty: say which command and data made the new run')
+    runs_f = result.with_name(f'{name}_session_runs.json')
+    runs = json.loads(runs_f.read_text()) if runs_f.exists() else dict(note=ARCHIVES[name], runs=[])
+    runs['runs'] = sorted([_summary(name, old)] + runs['runs'], key=lambda r: r['provenance']['date'], reverse=True); runs['note'] = ARCHIVES[name]
+    doc['provenance']['note'] = note
+    atomic_write(runs_f, json.dumps(runs, indent=1) + '\n'); atomic_write(result, json.dumps(doc, indent=1) + '\n')
+    log(f'{result}: {new} installed; the run at {old["provenance"]["git_sha"]} archived in {runs_f} ({len(runs["runs"])} runs)')
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive'])
+    ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back (the committed --result / --e2e-result moves to its _session_runs.json)')
+    ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
     ap.add_argument('--e2e-result', default='data/results/drafter_e2e_step_ab_gpu.json')
@@ -913,6 +965,9 @@ def main():
     elif a.stage == 'opt': opt(work, Path(os.environ.get('OUT', '/tmp/out')), int(os.environ.get('N_EVAL', 16)), int(os.environ.get('N_LONG', 8)))
     elif a.stage == 'e2e': e2e(work, Path(os.environ.get('OUT', '/tmp/out')), Path(a.drafter_dir or work/'drafters'/'stage2'),
                                int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)))
+    elif a.stage == 'archive':
+        if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
+        archive(Path(a.e2e_result if 'e2e' in Path(a.new).stem else a.result), Path(a.new), a.note)
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
     elif a.stage == 'render-e2e': render_e2e(Path(a.e2e_result))
     else: render(Path(a.result))

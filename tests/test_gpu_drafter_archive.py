@@ -1,0 +1,34 @@
+"""`scripts/gpu_drafter.py archive` (no GPU): a new run replaces the committed result, the committed one moves into the
+session-runs file newest first (a training run in summary), the note lands in the new run's provenance, and bad calls
+(the same run again, no note, an unknown result) are refused before anything is written."""
+import importlib.util, json, pathlib
+import pytest
+
+_p = pathlib.Path(__file__).resolve().parents[1]/'scripts'/'gpu_drafter.py'
+_spec = importlib.util.spec_from_file_location('gpu_drafter', _p); G = importlib.util.module_from_spec(_spec); _spec.loader.exec_module(G)
+
+def _run(sha, date, tau):
+    o = dict(lengths=[3, 1, 2], divergence=[dict(at=1)], tau=tau, n=2, lossless=1)
+    ba = dict(train=dict(acc=[0.8], tau=5.0), held_out=dict(acc=[0.7], tau=4.0))
+    return dict(provenance=dict(profile='gpu', git_sha=sha, date=date),
+                train=dict(steps=dict(stage2=3), train_s=dict(stage2=1.0), data={}, sizes=dict(pack_len=8), block_accuracy=dict(stage2=ba),
+                           losses=dict(stage2=[1.0, 0.5])),
+                eval=dict(stage2=dict(gsm8k=o)), step_ms=dict(draft=0.1), lossless_fp32=dict(n=2, identical=2, divergence=[]))
+
+def test_archive(tmp_path):
+    res, runs_f = tmp_path/'drafter_training_gpu.json', tmp_path/'drafter_training_gpu_session_runs.json'
+    res.write_text(json.dumps(_run('bbb', '2026-12-01T08:00:00', 2.3)))
+    runs_f.write_text(json.dumps(dict(note='old', runs=[dict(provenance=dict(git_sha='aaa', date='2026-11-30T08:00:00'))])))
+    new = tmp_path/'new.json'; new.write_text(json.dumps(_run('ccc', '2026-12-01T13:00:00', 2.5)))
+    with pytest.raises(ValueError, match='--note'): G.archive(res, new, '')
+    with pytest.raises(ValueError, match='committed run already'): G.archive(res, res, 'x')
+    with pytest.raises(ValueError, match='session-runs'): G.archive(tmp_path/'other.json', new, 'x')
+    assert json.loads(res.read_text())['provenance']['git_sha'] == 'bbb'          # nothing written by the refused calls
+    G.archive(res, new, 'the command')
+    doc, runs = json.loads(res.read_text()), json.loads(runs_f.read_text())
+    assert doc['provenance'] == dict(profile='gpu', git_sha='ccc', date='2026-12-01T13:00:00', note='the command')
+    assert doc['eval'] == _run('ccc', '', 2.5)['eval']                            # the payload untouched
+    assert [r['provenance']['git_sha'] for r in runs['runs']] == ['bbb', 'aaa']   # newest first
+    old = runs['runs'][0]
+    assert old['eval']['stage2']['gsm8k'] == dict(tau=2.3, n=2, lossless=1)       # per-round lengths and divergences dropped
+    assert 'losses' not in old and old['sizes'] == dict(pack_len=8) and old['lossless_fp32'] == dict(n=2, identical=2)
