@@ -513,15 +513,18 @@ def w4a16_target(model, q: dict):
     log(f'W4A16 target: {n} linears on the INT4 kernels')
     return m
 
-def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
+def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, windows: tuple[int, ...] = ()):
     """True end-to-end speculative speedup on SmolLM2 of one trained drafter (a stage-2 drafter a `SOLO` chain packed,
     `drafters.tar.part*`), in one run: on the engine over the INT4 target as bf16 weights (codes x scales, cuBLAS: the
     A4 eval's target), per prompt the AR greedy, then speculative decoding with `StaticDrafter`'s fused step and with
     its plain one (pipelined loop); then (env E2E_W4, default on) on the engine over the same codes on the W4A16
     kernels (`W4A16Linear`), AR and the fused step. Wall and per-run times, τ, outputs equal to AR, the GPU ms of each
     recorded step and a kernel trace of each. Needs the bundle (assemble) and the drafter only: no training record.
-    Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json."""
+    `windows` (env E2E_WINDOWS, e.g. 1024,256): also the fused step of the same drafter with that sliding window (A6's
+    recipe: attention to the W context positions before each block), on the bf16 engine (runs `fused_swa<W>`);
+    env E2E_PLAIN=0 leaves the plain step out. Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json."""
     from effqwen.dflash import load_drafter
+    from effqwen.drafter_opt import clone_drafter
     from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
     from effqwen.core import write_result
     from safetensors.torch import load_file
@@ -538,8 +541,11 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     if os.environ.get('E2E_W4', '1') == '1':
         engines['w4a16_'] = Engine(w4a16_target(int4, load_file(str(work/'bundle'/'qad_int4.safetensors'))), max_seq_len=maxlen, tap_layers=taps)
     compiled = DEV == 'cuda'
-    sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz) for fz in (True, False)}
-    runs = {e: ({k: sd for k, sd in sds.items() if not e or k == 'fused'}) for e in engines}   # the W4A16 engine: the fused step only
+    sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz)
+           for fz in ((True, False) if os.environ.get('E2E_PLAIN', '1') == '1' else (True,))}
+    for W in windows:                                   # the recipe's sliding-window drafter (A6): the same weights, keys within W
+        dw = clone_drafter(d); dw.set_sliding_window(W); sds[f'fused_swa{W}'] = StaticDrafter(dw, maxlen, compile=compiled, fused=True)
+    runs = {e: ({k: sd for k, sd in sds.items() if not e or k == 'fused'}) for e in engines}   # the W4A16 engine: the fused step (full attention) only
     stops, x = [tok.eos_token_id], bench['gsm8k'][0]
     step_ms, kprof = {}, {}
     for e, eng in engines.items():
@@ -555,10 +561,14 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
         with torch.no_grad():                                      # (a compiled step called with grad on is traced again, for autograd)
             kprof[f'{e}decode'] = profile(lambda: eng._run(1, 'decode')); kprof[f'{e}verify'] = profile(lambda: eng._run(S.block, 'verify'))
     eng = engines['']
+    xl = bench['long'][0] if 'long' in bench else None
     for k, sd in sds.items():
-        eng.prefill(x); sd.start(); sd.propose(torch.cat([x.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
-        sd.n_new.zero_(); step_ms[f'draft_{k}'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20)
-        with torch.no_grad(): kprof[f'draft_{k}'] = profile(sd._fn)
+        # the step after a GSM8K prompt; with windows, also after the first long prompt, where a window skips keys
+        for pre, y in [('', x)] + ([('long_', xl)] if windows and xl is not None else []):
+            eng.prefill(y); sd.start(); sd.propose(torch.cat([y.cpu(), eng.tok[:1].cpu()[None]], 1), eng._prefill_feats[None], S.block - 1)
+            sd.n_new.zero_(); step_ms[f'draft_{pre}{k}'] = _gpu_ms(sd.graph.replay if sd.graph is not None else sd._fn, 20)
+        if '_swa' not in k:
+            with torch.no_grad(): kprof[f'draft_{k}'] = profile(sd._fn)
     log('step ms', {k: round(v, 3) for k, v in step_ms.items()})
     log('kernels per step', {k: (int(round(v['kernels'])), round(v['total_us'])) for k, v in kprof.items()})
     res = {}
@@ -576,7 +586,8 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int):
     doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
                drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (the SHA256 file its packing wrote)
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
-               eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)')
+               eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
+               windows=list(windows), long_prompt_tokens=xl.shape[1] if xl is not None else None)
     os.environ['EFFQWEN_OUT'] = str(out)
     log('wrote', write_result('drafter_e2e_step_ab_gpu' if not TINY else 'drafter_e2e_step_ab_dryrun', doc, p, device=DEV))
 
@@ -874,7 +885,9 @@ def render_e2e(path: Path):
     doc = json.loads(path.read_text()); ev, sm = doc['eval'], doc['step_ms']
     benches = [b for b in doc['eval_prompts'] if doc['eval_prompts'][b]]
     eng_of = lambda k: 'w4a16_' if k.startswith('w4a16_') else ''
-    labels = {k: ('W4A16 kernels' if eng_of(k) else 'bf16 codes × scales') + f", {k.removeprefix('w4a16_')} step" for k in ev}
+    step_of = lambda k: k.removeprefix('w4a16_').split('_swa')[0]
+    labels = {k: ('W4A16 kernels' if eng_of(k) else 'bf16 codes × scales') + f", {step_of(k)} step"
+                 + (f", sliding window {k.split('_swa')[1]}" if '_swa' in k else '') for k in ev}
     rows, cols, cap = speed_table(ev, labels, benches)
     for r, k in zip(rows, labels):
         e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix('w4a16_')}"]; r['tau'] = ev[k]['all']['tau']
@@ -886,7 +899,10 @@ def render_e2e(path: Path):
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
           + "Targets: " + '; '.join(f"{k.rstrip('_')}: {v}" for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
           + (f" (its linears run {_w4_kernels(doc)}; no Gluon fragment kernel: {_frag_why()})" if 'w4a16_decode' in doc.get('kernel_profile', {}) else '')
-          + ". Step costs: GPU time of the recorded graph, median of 20." + _round_split(ev)
+          + ". Step costs: GPU time of the recorded graph, median of 20"
+          + (f"; the drafter step after the first long prompt ({doc['long_prompt_tokens']} tokens): "
+             + ', '.join(f"{labels[k].split(', ', 1)[1]} {v:.3f} ms" for k, v in ((k, sm[f'draft_long_{k}']) for k in ev if f'draft_long_{k}' in sm))
+             if any(k.startswith('draft_long_') for k in sm) else '') + '.' + _round_split(ev)
           + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
               f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
@@ -964,7 +980,8 @@ def main():
     elif a.stage == 'lossless32': lossless32(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless)
     elif a.stage == 'opt': opt(work, Path(os.environ.get('OUT', '/tmp/out')), int(os.environ.get('N_EVAL', 16)), int(os.environ.get('N_LONG', 8)))
     elif a.stage == 'e2e': e2e(work, Path(os.environ.get('OUT', '/tmp/out')), Path(a.drafter_dir or work/'drafters'/'stage2'),
-                               int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)))
+                               int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)),
+                               tuple(int(w) for w in os.environ.get('E2E_WINDOWS', '').split(',') if w))
     elif a.stage == 'archive':
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
         archive(Path(a.e2e_result if 'e2e' in Path(a.new).stem else a.result), Path(a.new), a.note)
