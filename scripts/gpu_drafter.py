@@ -522,7 +522,8 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     recorded step and a kernel trace of each. Needs the bundle (assemble) and the drafter only: no training record.
     `windows` (env E2E_WINDOWS, e.g. 1024,256): also the fused step of the same drafter with that sliding window (A6's
     recipe: attention to the W context positions before each block), on the bf16 engine (runs `fused_swa<W>`);
-    env E2E_PLAIN=0 leaves the plain step out. Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json."""
+    env E2E_PLAIN=0 leaves the plain step out. Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json, with windows
+    drafter_e2e_swa_gpu.json."""
     from effqwen.dflash import load_drafter
     from effqwen.drafter_opt import clone_drafter
     from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
@@ -589,7 +590,8 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
                windows=list(windows), long_prompt_tokens=xl.shape[1] if xl is not None else None)
     os.environ['EFFQWEN_OUT'] = str(out)
-    log('wrote', write_result('drafter_e2e_step_ab_gpu' if not TINY else 'drafter_e2e_step_ab_dryrun', doc, p, device=DEV))
+    name = 'drafter_e2e_swa_gpu' if windows else 'drafter_e2e_step_ab_gpu'   # the window A/B is its own result (table)
+    log('wrote', write_result(name if not TINY else name.replace('_gpu', '_dryrun'), doc, p, device=DEV))
 
 # ------------------------------------------------------------------------------------------------------ A5 / A6
 @torch.no_grad()
@@ -893,8 +895,13 @@ def render_e2e(path: Path):
         e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix('w4a16_')}"]; r['tau'] = ev[k]['all']['tau']
         r['decode'], r['verify'] = sm[f'{e}decode'], sm[f'{e}verify']
     cols = cols[:1] + [('decode', 'decode ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'), ('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
-    md = (f"### A2 (true end-to-end) on SmolLM2, INT4 (QAD) target: the fused vs the plain `StaticDrafter` step, bf16 codes × scales vs the W4A16 kernels, {doc['provenance']['device']}\n\n"
+    what = ("the fused `StaticDrafter` step with full attention vs sliding windows (A6's recipe: each block attends to the "
+            "W context positions before it)" if doc.get('windows') else
+            "the fused vs the plain `StaticDrafter` step, bf16 codes × scales vs the W4A16 kernels")
+    md = (f"### A2 (true end-to-end) on SmolLM2, INT4 (QAD) target: {what}, {doc['provenance']['device']}\n\n"
           + render_table(rows, cols) + '\n' + cap
+          + " τ per benchmark (" + '/'.join(benches) + "): " + '; '.join(f"{labels[k].split(', ', 1)[1]}{' (W4A16 kernels)' if eng_of(k) else ''} "
+                                                                 + '/'.join(f"{ev[k][b]['tau']:.2f}" for b in benches) for k in ev) + '.'
           + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}{', weights sha256 ' + doc['drafter_sha256'][:12] if doc.get('drafter_sha256') else ''}), per prompt AR then each step; "
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
           + "Targets: " + '; '.join(f"{k.rstrip('_')}: {v}" for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
@@ -908,14 +915,22 @@ def render_e2e(path: Path):
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
           + (f" Run: {doc['provenance']['note']}" if doc['provenance'].get('note') else '')
           + '\n\n' + provenance_line(doc) + '\n')
-    print(write_table('latency_a2_true_smollm2_step_ab', md, doc['provenance']['profile'])); print(md)
+    table = 'latency_a2_true_smollm2_' + path.stem.removeprefix('drafter_e2e_').removesuffix('_gpu')   # step_ab | swa
+    print(write_table(table, md, doc['provenance']['profile'])); print(md)
 
 ARCHIVES = {   # result -> its session-runs file, and what of each run the archive keeps
     'drafter_training_gpu': ("Earlier gpu-profile runs of drafter_training_gpu.json, newest first, in summary (per-round acceptance lengths, "
                              "losses and divergences dropped); each run's whole file is in the git history "
                              "(`git log -- data/results/drafter_training_gpu.json`)."),
     'drafter_e2e_step_ab_gpu': "Earlier runs of scripts/gpu_drafter.py e2e, newest first, whole.",
+    'drafter_e2e_swa_gpu': "Earlier runs of E2E_WINDOWS=... scripts/gpu_drafter.py e2e, newest first, whole.",
 }
+
+def result_of(new: Path, results: Path = Path('data/results')) -> Path:
+    "The committed result a returned file replaces: the longest `ARCHIVES` name its file name starts with."
+    k = max((k for k in ARCHIVES if new.stem.startswith(k)), key=len, default=None)
+    if k is None: raise ValueError(f'archive: {new.name} names none of {sorted(ARCHIVES)}: rename it after the result it replaces')
+    return results/f'{k}.json'
 
 def _summary(name: str, doc: dict) -> dict:
     "What the archive keeps of one run: the e2e record whole; of a training record the sizes, accuracies and engine results."
@@ -934,24 +949,26 @@ def archive(result: Path, new: Path, note: str):
     from effqwen.core import atomic_write
     name = result.stem
     if name not in ARCHIVES: raise ValueError(f'archive: {result} has no session-runs file; pick one of {sorted(ARCHIVES)}')
-    old, doc = json.loads(result.read_text()), json.loads(new.read_text())
-    if old['provenance'] == doc['provenance']: raise ValueError(f'archive: {new} is the committed run already')
+    old, doc = (json.loads(result.read_text()) if result.exists() else None), json.loads(new.read_text())
+    if old and old['provenance'] == doc['provenance']: raise ValueError(f'archive: {new} is the committed run already')
     if not note: raise ValueError('archive: --note is empty: say which command and data made the new run')
-    runs_f = result.with_name(f'{name}_session_runs.json')
-    runs = json.loads(runs_f.read_text()) if runs_f.exists() else dict(note=ARCHIVES[name], runs=[])
-    runs['runs'] = sorted([_summary(name, old)] + runs['runs'], key=lambda r: r['provenance']['date'], reverse=True); runs['note'] = ARCHIVES[name]
     doc['provenance']['note'] = note
-    atomic_write(runs_f, json.dumps(runs, indent=1) + '\n'); atomic_write(result, json.dumps(doc, indent=1) + '\n')
-    log(f'{result}: {new} installed; the run at {old["provenance"]["git_sha"]} archived in {runs_f} ({len(runs["runs"])} runs)')
+    if old:                                                         # (the first run of a result has nothing to archive)
+        runs_f = result.with_name(f'{name}_session_runs.json')
+        runs = json.loads(runs_f.read_text()) if runs_f.exists() else dict(note=ARCHIVES[name], runs=[])
+        runs['runs'] = sorted([_summary(name, old)] + runs['runs'], key=lambda r: r['provenance']['date'], reverse=True); runs['note'] = ARCHIVES[name]
+        atomic_write(runs_f, json.dumps(runs, indent=1) + '\n')
+    atomic_write(result, json.dumps(doc, indent=1) + '\n')
+    log(f'{result}: {new} installed' + (f'; the run at {old["provenance"]["git_sha"]} archived ({len(runs["runs"])} runs)' if old else ''))
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive'])
-    ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back (the committed --result / --e2e-result moves to its _session_runs.json)')
+    ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back, named after the result it replaces (that one moves to its _session_runs.json)')
     ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
-    ap.add_argument('--e2e-result', default='data/results/drafter_e2e_step_ab_gpu.json')
+    ap.add_argument('--e2e-result', default=None, help='render-e2e: one e2e result (default: drafter_e2e_step_ab_gpu.json and drafter_e2e_swa_gpu.json)')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
@@ -984,9 +1001,11 @@ def main():
                                tuple(int(w) for w in os.environ.get('E2E_WINDOWS', '').split(',') if w))
     elif a.stage == 'archive':
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
-        archive(Path(a.e2e_result if 'e2e' in Path(a.new).stem else a.result), Path(a.new), a.note)
+        archive(result_of(Path(a.new)), Path(a.new), a.note)
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
-    elif a.stage == 'render-e2e': render_e2e(Path(a.e2e_result))
+    elif a.stage == 'render-e2e':   # both e2e results (the step A/B and the window A/B) unless --e2e-result names one
+        for f in ([Path(a.e2e_result)] if a.e2e_result else [f for f in (Path('data/results/drafter_e2e_step_ab_gpu.json'), Path('data/results/drafter_e2e_swa_gpu.json')) if f.exists()]):
+            render_e2e(f)
     else: render(Path(a.result))
 
 if __name__ == '__main__': main()

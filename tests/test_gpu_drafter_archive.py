@@ -32,3 +32,14 @@ def test_archive(tmp_path):
     old = runs['runs'][0]
     assert old['eval']['stage2']['gsm8k'] == dict(tau=2.3, n=2, lossless=1)       # per-round lengths and divergences dropped
     assert 'losses' not in old and old['sizes'] == dict(pack_len=8) and old['lossless_fp32'] == dict(n=2, identical=2)
+
+def test_archive_first_run_and_result_of(tmp_path):
+    "A result's first run is installed with nothing to archive; a returned file is matched to its result by name prefix."
+    assert G.result_of(pathlib.Path('x/drafter_e2e_step_ab_gpu_rep2.json'), tmp_path) == tmp_path/'drafter_e2e_step_ab_gpu.json'
+    assert G.result_of(pathlib.Path('drafter_e2e_swa_gpu.json'), tmp_path) == tmp_path/'drafter_e2e_swa_gpu.json'
+    with pytest.raises(ValueError, match='rename it'): G.result_of(pathlib.Path('e2e.json'), tmp_path)
+    res, new = tmp_path/'drafter_e2e_swa_gpu.json', tmp_path/'new.json'
+    new.write_text(json.dumps(dict(provenance=dict(git_sha='ddd', date='2026-12-01'), eval={})))
+    G.archive(res, new, 'windows')
+    assert json.loads(res.read_text())['provenance']['note'] == 'windows'
+    assert not (tmp_path/'drafter_e2e_swa_gpu_session_runs.json').exists()
