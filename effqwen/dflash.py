@@ -19,7 +19,7 @@ log = logging.getLogger('effqwen.dflash')
 __all__ = ['log', 'FLEX_TRAIN', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm', 'rope_cos_sin',
            'apply_rope', 'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target', 'window_keep',
            'DraftCache', 'sampling_probs', 'sample_anchors', 'block_attention_mask', 'block_mask_flex',
-           'packed_block_forward', 'target_features', 'block_labels', 'dflash_loss', 'cosine_with_warmup',
+           'packed_block_forward', 'target_features', 'block_labels', 'dflash_loss', 'cosine_with_warmup', 'held_loss',
            'train_drafter', 'block_accuracy', 'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
@@ -561,6 +561,18 @@ def cosine_with_warmup(step:int, total:int, warmup:float=0.04)->float:
     if step < w: return (step + 1) / w
     return 0.5 * (1 + math.cos(math.pi * min(1.0, (step - w) / max(1, total - w))))
 
+@torch.no_grad()
+def held_loss(drafter:DFlashDrafter, input_ids:torch.Tensor, feats:torch.Tensor, loss_mask:torch.Tensor, # held-out chunks
+              n_anchors:int=64, gamma:float=7.0, batch_size:int=8, seed:int=1)->tuple[float, float]:
+    "The training loss and accuracy on held-out chunks (eval mode, no grad; the same anchors at every call for one seed)."
+    drafter.eval(); g = torch.Generator().manual_seed(seed); dev = drafter.fc.weight.device
+    tot = acc = n = 0.0
+    for i in range(0, input_ids.shape[0], batch_size):
+        ids = input_ids[i:i + batch_size].to(dev)
+        r = dflash_loss(drafter, ids, feats[i:i + batch_size].to(dev), loss_mask[i:i + batch_size].to(dev), n_anchors, gamma, g)
+        tot += r.loss.item() * len(ids); acc += r.acc * len(ids); n += len(ids)
+    return tot / max(n, 1), acc / max(n, 1)
+
 def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   target, # frozen target (features only)
                   input_ids:torch.Tensor, # (n_seq, S) token chunks
@@ -574,8 +586,13 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   log_every:int=0, # log loss every n steps (0 = never)
                   features:torch.Tensor|None=None, # (n_seq, S, k·H) precomputed target features (then `target` may be None)
                   progress:bool=False, # tqdm bar over steps
+                  held:tuple|None=None, # (input_ids, features, loss_mask) of held-out chunks, for the curve below
+                  eval_every:int=0, # record the held-out loss / accuracy every n steps and after the last (0 = never)
                  )->SimpleNamespace:
-    "Train the drafter's layers, fc and norms on the target's features; returns per-step losses/accuracies."
+    """Train the drafter's layers, fc and norms on the target's features; returns per-step losses/accuracies and, with
+    `held` and `eval_every`, the held-out curve `held_curve` [(step, loss, acc)] (same anchors each time, own RNG: the
+    training run itself is unchanged)."""
+    if (held is None) != (eval_every <= 0): raise ValueError(f'held={held is not None}, eval_every={eval_every}: pass both (held-out chunks and a step interval) or neither')
     if input_ids.shape != loss_mask.shape: raise ValueError(f'input_ids {tuple(input_ids.shape)} and loss_mask {tuple(loss_mask.shape)} differ')
     if steps < 1: raise ValueError(f'steps={steps}: need at least one step')
     if features is None: check_target(drafter.cfg, target)
@@ -585,7 +602,7 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
     params = [p for p in drafter.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_with_warmup(s, steps, warmup))
-    losses, accs, t0 = [], [], time.perf_counter()
+    losses, accs, curve, t0 = [], [], [], time.perf_counter()
     drafter.train()
     bar = range(steps)
     if progress:
@@ -600,8 +617,10 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
         torch.nn.utils.clip_grad_norm_(params, clip); opt.step(); sched.step()
         losses.append(r.loss.item()); accs.append(r.acc)
         if log_every and (step + 1) % log_every == 0: log.info('step %d/%d loss %.4f acc %.3f', step + 1, steps, losses[-1], accs[-1])
+        if held is not None and ((step + 1) % eval_every == 0 or step + 1 == steps):
+            curve.append((step + 1, *held_loss(drafter, *held, n_anchors=n_anchors, gamma=gamma, batch_size=batch_size))); drafter.train()
     drafter.eval()
-    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0)
+    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0, held_curve=curve)
 
 # %% ../nbs/08_dflash.ipynb #9333022b
 @torch.no_grad()

@@ -24,6 +24,8 @@ import torch
 
 DEV = os.environ.get('DEV', 'cuda')          # DEV=cpu TINY=1: a dry run of every stage on a CPU with tiny sizes
 TINY = bool(os.environ.get('TINY'))
+HELD = os.environ.get('DRAFTER_HELD', 'random')   # which 5% of each regeneration's chunks train holds out: random | tail
+if HELD not in ('random', 'tail'): raise ValueError(f'DRAFTER_HELD={HELD!r}: use random (default) or tail')
 
 def sha(b: bytes) -> str: return hashlib.sha256(b).hexdigest()
 
@@ -233,10 +235,15 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
         pk = {k: v[has] for k, v in pk.items()}; lm = lm[has]
         feats = pack_features(model, pk['input_ids'].to(DEV), list(cfg.target_layer_ids), batch_size=16, progress=False)
-        ids = pk['input_ids'].to(DEV); lm = lm.to(DEV); nh = max(1, len(ids) // 20)    # last 5% of chunks held out
-        data[name] = dict(ids=ids[:-nh], loss_mask=lm[:-nh], feats=feats[:-nh], held=(ids[-nh:], feats[-nh:], lm[-nh:]))
+        ids = pk['input_ids'].to(DEV); lm = lm.to(DEV); nh = max(1, len(ids) // 20)    # 5% of chunks held out:
+        # a seeded random 5% (env DRAFTER_HELD=tail: the last 5%, as runs before session 22 did; with EXTRA_PROMPTS the tail
+        # answers only the extra file's last prompts)
+        if HELD == 'tail': ho = torch.arange(len(ids) - nh, len(ids), device=DEV)
+        else: ho = torch.randperm(len(ids), generator=torch.Generator().manual_seed(p.seed))[:nh].sort().values.to(DEV)
+        tr = torch.ones(len(ids), dtype=torch.bool, device=DEV); tr[ho] = False
+        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=feats[tr], held=(ids[ho], feats[ho], lm[ho]))
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
-                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t)
+                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks')
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
                                                used=max(0, len(conv['prompt']) - pr['n_bundle_train']))
@@ -247,10 +254,10 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         set_determinism(p.seed); m = DFlashDrafter(cfg).to(DEV).bind(target)
         if dv: m.set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
         return m
-    def run(m, d, steps, lr, seed):
+    def run(m, d, steps, lr, seed, curve=False):   # curve: the held-out loss 20 times along the run (its first 64 chunks)
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
             return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
-                                 seed=seed, features=d['feats'])
+                                 seed=seed, features=d['feats'], **(dict(held=tuple(t[:64] for t in d['held']), eval_every=max(1, steps // 20)) if curve else {}))
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
     # on the GPU both attention paths are timed (flex_attention's block-sparse mask vs the dense bool mask) and the faster trains
     import effqwen.dflash as DF
@@ -286,9 +293,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
                     time.sleep(2)
                 time.sleep(2); s1 = load_drafter(work/'drafters'/'stage1', bf16).to(DEV).float()
                 log('stage2 starts from the other process\'s stage 1')
-            dr[k] = clone_drafter(s1).bind(int4); hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1)
+            dr[k] = clone_drafter(s1).bind(int4); hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True)
         else:
-            dr[k] = fresh(d, target[DATA_OF[k]]); hist[k] = run(dr[k], d, steps1, S.lr, p.seed)
+            dr[k] = fresh(d, target[DATA_OF[k]]); hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True)
         log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20)
         tmp = save_drafter(dr[k], work/'drafters'/f'{k}.partial')   # saved at once (whole, then renamed): stage 2 may be waiting for it
         import shutil; shutil.rmtree(work/'drafters'/k, ignore_errors=True); tmp.rename(work/'drafters'/k)
@@ -307,6 +314,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
               profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, precision='fp32' if fp32 else 'bf16 autocast', drafter=cfg.to_json(),
               sizes={k: v for k, v in S.__dict__.items()}, processes=1,
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
+              held_curve={k: h.held_curve for k, h in hist.items()},   # [(step, held-out loss, held-out acc)]
               train_s={k: h.seconds for k, h in hist.items()}, block_accuracy=acc)
     (work/f"train_{'_'.join(order)}.json").write_text(json.dumps(st))
     log('train done')
@@ -317,7 +325,7 @@ def load_train(work: Path) -> dict:
     if not parts and (work/'train.json').exists(): return json.loads((work/'train.json').read_text())
     if not parts: raise ValueError(f'{work} holds no train.json or train_*.json: run the train stage first')
     st = dict(parts[0])
-    for k in ('data', 'steps', 'losses', 'accs', 'train_s', 'block_accuracy'): st[k] = {kk: vv for q in parts for kk, vv in q[k].items()}
+    for k in ('data', 'steps', 'losses', 'accs', 'train_s', 'block_accuracy', 'held_curve'): st[k] = {kk: vv for q in parts for kk, vv in q.get(k, {}).items()}
     st['step_ms'], st['budget_s'], st['processes'] = max(q['step_ms'] for q in parts), max(q['budget_s'] for q in parts), len(parts)
     missing = [k for k in DRAFTERS if k not in st['steps']]
     if missing: raise ValueError(f'train parts lack {missing}: run train --drafters for them')
@@ -825,9 +833,16 @@ def render(path: Path):
            f"INT4 regen {d['int4']['conversations']} ({d['int4']['response_tokens']:,})"
            + (f", prompts from `{'drafter_prompts' if d['bf16']['prompt_pool'] == 'mixed' else 'train_prompts'}` ({d['bf16']['source']})" if 'prompt_pool' in d['bf16'] else '')
            + f". pos-1 acc: teacher-forced first-position accuracy on "
-           f"training vs held-out chunks (last 5% of each regeneration's chunks, in prompt order; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on"
-           + (f"; stage 1's held-out chunks answer the last prompts of the extra file `{x['file']}` (sha256 {x['sha256'][:12]}), so its held-out figures "
-              "compare across runs only with the same file" if (x := d['bf16'].get('extra_prompts')) and x.get('used') else '') + "). "
+           f"training vs held-out chunks ("
+           + ("a seeded random 5% of each regeneration's chunks" if d['bf16'].get('held_out', 'tail').startswith('random') else
+              "the last 5% of each regeneration's chunks, in prompt order"
+              + (f"; stage 1's held-out chunks answer the last prompts of the extra file `{x['file']}` (sha256 {x['sha256'][:12]}), so its held-out "
+                 "figures compare across runs only with the same file" if (x := d['bf16'].get('extra_prompts')) and x.get('used') else ''))
+           + "; stage 2's held-out INT4 answers are to prompts whose BF16 answers stage 1 trained on). "
+           + (("Held-out loss along training (loss on the first 64 held-out chunks at 5%, 50% and 100% of the steps): " + '; '.join(
+               f"{LABEL[k]} " + ' → '.join(f"{c[max(0, round(f * len(c)) - 1)][1]:.3f}" for f in (0.05, 0.5, 1.0))
+               + f" (lowest {min(x[1] for x in c):.3f} at step {min(c, key=lambda x: x[1])[0]})"
+               for k, c in tr['held_curve'].items() if c) + '. ') if any(tr.get('held_curve', {}).values()) else '')
            + (f"Extra losslessness check (stage 2, GSM8K prompts × 128 tokens, identical to the engine's own greedy output): bf16 {ll['identical']}/{ll['n']}"
               + (f" (first divergences at target top-2 logit margins {_margins(ll)})" if ll.get('divergence') else '')
               + (f"; float32, TF32 off: {doc['lossless_fp32']['identical']}/{doc['lossless_fp32']['n']}" + (f" (margins {_margins(doc['lossless_fp32'])})" if doc['lossless_fp32'].get('divergence') else '')
