@@ -593,7 +593,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
                         n=sum(o['n'] for o in v.values()))
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
     doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
-               drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (the SHA256 file its packing wrote)
+               drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (as sha256sum prints it for the weights file)
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
                windows=list(windows), long_prompt_tokens=xl.shape[1] if xl is not None else None)
