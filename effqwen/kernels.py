@@ -9,8 +9,8 @@ __all__ = ['log', 'PDL', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4',
            'pdl_on', 'KernelConfig', 'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton',
            'w4a16_matmul', 'swiglu_ref', 'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm',
            'W4A16Linear', 'BCQLinear', 'replace_linears', 'w8a16_quantize', 'check_w8a16', 'w8a16_mm_ref',
-           'w8a16_matmul', 'w8a16_mm', 'W8A16Linear', 'tune', 'tuned_rows', 'load_tuned', 'benchmark_tuned_rows',
-           'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
+           'w8a16_matmul', 'w8a16_mm', 'W8A16Linear', 'kernel_linears', 'tune', 'tuned_rows', 'load_tuned',
+           'benchmark_tuned_rows', 'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
 import json, logging, math, os, time
@@ -1448,6 +1448,35 @@ class W8A16Linear(nn.Module):
         m.weight_codes.copy_(q); m.weight_scale.copy_(s)
         if linear.bias is not None: m.bias.copy_(linear.bias.detach().to(dtype))
         return m
+
+# %% ../nbs/15_kernels.ipynb #988487f1
+def kernel_linears(model:nn.Module, # modified in place: the model the records were fitted on (fake-quant or original weights)
+                   records:dict, # {linear name: record}: symmetric INT4 (`quantize_linears`, `llmc_records`, `qad_records`) or BCQ (`bcq_quantize_model`, `assemble`, `snap_student`)
+                   dtype=None, # scale dtype (default: each linear's dtype if half precision, else bfloat16)
+                  )->int: # number of linears replaced
+    "Replace each named `nn.Linear` by a `W4A16Linear` (INT4 record) or `BCQLinear` (BCQ record) holding its codes and scales."
+    made = {}
+    for name, rec in records.items():
+        lin = model.get_submodule(name)
+        if type(lin) is not nn.Linear: raise ValueError(f'{name} is a {type(lin).__name__}, not an nn.Linear: pass the model the records were fitted on')
+        dt = dtype or (lin.weight.dtype if lin.weight.dtype in (torch.float16, torch.bfloat16) else torch.bfloat16)
+        bias = None if lin.bias is None else lin.bias.detach().to(dt)
+        if 'scheme' in rec:                                                     # BCQ: ±1 planes, scales as stored (u8-snapped)
+            from effqwen.bcq_model import record_codes
+            codes, alphas = record_codes(rec)
+            q = BCQLinear.from_codes(codes, alphas.repeat_interleave(codes.shape[1] // alphas.shape[1], 1).to(dt), bias)
+        elif rec.get('bits') == 4 and rec.get('sym', True) and rec.get('zeros') is None:
+            q = W4A16Linear.from_codes(rec['codes'], rec['scales'].to(dt), bias)
+        else:
+            raise ValueError(f"{name}: a {rec.get('bits')}-bit {'symmetric' if rec.get('sym', True) else 'asymmetric'} record has no kernel: "
+                             "W4A16Linear takes symmetric INT4 records, BCQLinear BCQ records")
+        if (q.in_features, q.out_features) != (lin.in_features, lin.out_features):
+            raise ValueError(f'{name}: the record is {q.out_features}x{q.in_features}, the linear {lin.out_features}x{lin.in_features}')
+        made[name] = q.to(lin.weight.device)
+    for name, q in made.items():                                                # (only once every record is known to fit)
+        parent, _, attr = name.rpartition('.')
+        setattr(model.get_submodule(parent) if parent else model, attr, q)
+    return len(made)
 
 # %% ../nbs/15_kernels.ipynb #703747db
 def _mv_splits(k_tiles:int, row_blocks:int, sms:int=132)->list:

@@ -116,7 +116,7 @@ def probe(a):
     doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
                new_tokens=a.new, unseen_from=a.unseen_from, extra=dict(file=Path(a.extra).name, sha256=hashlib.sha256(Path(a.extra).read_bytes()).hexdigest()),
                precision='float32 (target and drafter)', command=' '.join(sys.argv))
-    print(write_result('drafter_domain_probe', doc, get_profile('gpu'), device='cpu'))
+    print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
 
 def same_drafter(a):
     """Is this drafter the one `drafter_opt_gpu.json` (tables A5 / A6) measured? Replay it on the first --check prompts of
@@ -157,7 +157,7 @@ def render(path: Path):
           f"'unseen' = `{doc['extra']['file']}` prompts from row {doc['unseen_from']} on (no drafter trained on them), by kind. "
           "target top-1 p: the target's mean probability of its own greedy token; margin: share of generated tokens whose top-1 − top-2 "
           "probability gap is under 0.2. " + _compare(doc['rows']) + '\n\n' + provenance_line(doc) + '\n')
-    print(write_table('drafter_domain_probe', md, doc['provenance']['profile'])); print(md)
+    print(write_table(path.stem, md, doc['provenance']['profile'])); print(md)   # the table is named after its result
 
 def main():
     ap = argparse.ArgumentParser()
@@ -176,7 +176,7 @@ def main():
     ap.add_argument('--unseen-from', type=int, default=8192, help='first extra row no run trained on (session 19 used rows 0..4095)')
     ap.add_argument('-n', type=int, default=6, help='prompts per set')
     ap.add_argument('--new', type=int, default=192, help='new tokens per prompt')
-    ap.add_argument('--result', default='data/results/drafter_domain_probe.json')
+    ap.add_argument('--result', default='data/results/drafter_domain_probe.json', help='probe: writes data/results/<its name>; render: reads it (the table takes its name)')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
     {'probe': probe, 'same': same_drafter, 'finetune': finetune}.get(a.stage, lambda a: render(Path(a.result)))(a)
