@@ -682,7 +682,7 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
             if dname == 'unquantized':                            # the serving dtype: bf16 copy on the engine's static drafter
                 db = copy.deepcopy(d).to(torch.bfloat16).bind(int4_b); sdw = StaticDrafter(db, maxlen); sdw.start()
                 sdw.propose(ids0, f0.to(torch.bfloat16), S.block - 1); sdw.n_new.zero_()
-                step = _gpu_ms(sdw.graph.replay if sdw.graph is not None else sdw._step, 20); del sdw, db
+                step = _gpu_ms(sdw.graph.replay if sdw.graph is not None else sdw._fn, 20); del sdw, db
             c = attention_cost(ctx, S.block, W, a.nh, a.d, len(d.layers))
             a6.append(dict(window='full' if W is None else W, drafter='unquantized' if dname == 'unquantized' else f'GPTQ W4 g{group}', tau=tau(L),
                            keys=c['keys_computed'], attn_mflops=c['flops'] / 1e6, step_ms=step))
