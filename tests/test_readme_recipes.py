@@ -1,5 +1,5 @@
 """The README's "Apply the recipes to your own checkpoint" blocks, run as written on a tiny random Qwen3.5 (hybrid
-Gated-DeltaNet) with SmolLM2's tokenizer. The first block (the user's inputs: a checkpoint path, CUDA) is replaced by
+Gated-DeltaNet) and a tiny random Llama (dense, SmolLM2's architecture), with SmolLM2's tokenizer. The first block (the user's inputs: a checkpoint path, CUDA) is replaced by
 the stand-in below, with tiny sizes in `S`. The test checks what each recipe promises: recipe A writes a W4A16
 checkpoint and a drafter, and its speculative output is the INT4 kernel model's own greedy output; recipe B leaves a
 model on the BCQ kernels at about the bit budget, computing what its records dequantize to."""
@@ -14,13 +14,16 @@ def _blocks():
     sec = text.split('## Apply the recipes to your own checkpoint', 1)[1].split('\n## ', 1)[0]
     return re.findall(r'```python\n(.*?)```', sec, flags=re.S)
 
-@pytest.fixture
-def ns(tmp_path, monkeypatch):
-    "The stand-in for the README's first block."
+@pytest.fixture(params=['tiny-qwen3.5', 'tiny-llama'])
+def ns(request, tmp_path, monkeypatch):
+    "The stand-in for the README's first block: a tiny hybrid Qwen3.5, or a tiny dense Llama (SmolLM2's architecture)."
     from datasets import Dataset
-    from effqwen.model import load_target, chat_prompt
+    from effqwen.model import load_target, load_tokenizer, tiny_llama, chat_prompt
     torch.manual_seed(0)
-    model, tok = load_target('tiny-qwen3.5')
+    if request.param == 'tiny-qwen3.5': model, tok = load_target('tiny-qwen3.5')
+    else:
+        tok = load_tokenizer('smollm2')
+        model = tiny_llama(vocab_size=len(tok), eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id)
     monkeypatch.chdir(tmp_path); monkeypatch.setenv('EFFQWEN_CACHE', str(tmp_path/'cache'))   # regenerated answers go here
     calib = torch.randint(0, len(tok), (4, 64))
     prompts = Dataset.from_dict(dict(id=['a', 'b', 'c', 'd'], prompt=['Hi there.', 'What is 2 + 2?', 'Name a color.', 'Count to three.']))
