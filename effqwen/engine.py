@@ -1620,7 +1620,7 @@ def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stop
         if r == 0: draft = prop.propose(ids, ctx_new, B - 1, anchor=anchor)[0]   # the prompt's context rows: host bookkeeping
         else: draft = prop.propose_device(engine.taps, engine.n_keep, anchor)
         m1 = _mark(dev)
-        engine.tok[:1].copy_(anchor); engine.tok[1:].copy_(draft.reshape(-1))
+        engine.tok[:1].copy_(anchor); engine.tok[1:].copy_(draft.reshape(-1)[:B - 1])   # (a drafter's block may be longer than B)
         engine._step('verify')
         torch.eq(engine.tok[1:], engine.next_tok[:B - 1], out=match)
         n = torch.minimum(match.long().cumprod(0).sum(0, keepdim=True) + 1, budget.clamp(min=1))
@@ -1896,7 +1896,8 @@ class StaticDrafter:
         (`_pipelined_rounds`): all B feature rows are copied (the step reads only `n_new` of them), the step replays,
         and the B-1 drafts are returned as the live `tokens` buffer. The host-side `length` is not advanced: the caller
         checks the room once, and `start()` begins the next sequence."""
-        self.ctx_in.copy_(feats[:self.block_size]); self.n_new.copy_(n_new); self.anchor.copy_(anchor)
+        k = min(len(feats), self.block_size)                                   # (an engine verifying fewer rows than the block)
+        self.ctx_in[:k].copy_(feats[:k]); self.n_new.copy_(n_new); self.anchor.copy_(anchor)
         if self.graph is not None: self.graph.replay()
         else: self._fn()
         return self.tokens
