@@ -521,7 +521,7 @@ def w4a16_target(model, q: dict):
     log(f'W4A16 target: {n} linears on the INT4 kernels')
     return m
 
-def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, windows: tuple[int, ...] = ()):
+def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, windows: tuple[int, ...] = (), verify: tuple[int, ...] = ()):
     """True end-to-end speculative speedup on SmolLM2 of one trained drafter (a stage-2 drafter a `SOLO` chain packed,
     `drafters.tar.part*`), in one run: on the engine over the INT4 target as bf16 weights (codes x scales, cuBLAS: the
     A4 eval's target), per prompt the AR greedy, then speculative decoding with `StaticDrafter`'s fused step and with
@@ -530,8 +530,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     recorded step and a kernel trace of each. Needs the bundle (assemble) and the drafter only: no training record.
     `windows` (env E2E_WINDOWS, e.g. 1024,256): also the fused step of the same drafter with that sliding window (A6's
     recipe: attention to the W context positions before each block), on the bf16 engine (runs `fused_swa<W>`);
-    env E2E_PLAIN=0 leaves the plain step out. Writes $OUT/data/results/drafter_e2e_step_ab_gpu.json, with windows
-    drafter_e2e_swa_gpu.json."""
+    env E2E_PLAIN=0 leaves the plain step out. `verify` (env E2E_VERIFY, e.g. 8): also the fused steps on an engine over
+    the same target that verifies that many rows (the drafter drafts its whole block; runs `v<w>_fused...`). Writes
+    $OUT/data/results/drafter_e2e_step_ab_gpu.json, with windows or verify widths drafter_e2e_swa_gpu.json."""
     from effqwen.dflash import load_drafter
     from effqwen.drafter_opt import clone_drafter
     from effqwen.engine import Engine, StaticDrafter, _gpu_ms, speculative_generate as eng_spec
@@ -549,12 +550,15 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     engines = {'': Engine(int4, max_seq_len=maxlen, tap_layers=taps)}
     if os.environ.get('E2E_W4', '1') == '1':
         engines['w4a16_'] = Engine(w4a16_target(int4, load_file(str(work/'bundle'/'qad_int4.safetensors'))), max_seq_len=maxlen, tap_layers=taps)
+    for w in verify:                                   # the same target verifying fewer rows than the drafter's block
+        engines[f'v{w}_'] = Engine(int4, max_seq_len=maxlen, tap_layers=taps, block_size=w)
     compiled = DEV == 'cuda'
     sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz)
            for fz in ((True, False) if os.environ.get('E2E_PLAIN', '1') == '1' else (True,))}
     for W in windows:                                   # the recipe's sliding-window drafter (A6): the same weights, keys within W
         dw = clone_drafter(d); dw.set_sliding_window(W); sds[f'fused_swa{W}'] = StaticDrafter(dw, maxlen, compile=compiled, fused=True)
-    runs = {e: ({k: sd for k, sd in sds.items() if not e or k == 'fused'}) for e in engines}   # the W4A16 engine: the fused step (full attention) only
+    # the W4A16 engine: the fused step (full attention) only; a shorter verify: the fused steps (full and windowed)
+    runs = {e: {k: sd for k, sd in sds.items() if not e or k == 'fused' or (e.startswith('v') and k.startswith('fused'))} for e in engines}
     stops, x = [tok.eos_token_id], bench['gsm8k'][0]
     step_ms, kprof = {}, {}
     for e, eng in engines.items():
@@ -568,7 +572,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
         # so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
         eng.prefill(x)
         with torch.no_grad():                                      # (a compiled step called with grad on is traced again, for autograd)
-            kprof[f'{e}decode'] = profile(lambda: eng._run(1, 'decode')); kprof[f'{e}verify'] = profile(lambda: eng._run(S.block, 'verify'))
+            kprof[f'{e}decode'] = profile(lambda: eng._run(1, 'decode')); kprof[f'{e}verify'] = profile(lambda: eng._run(eng.block_size, 'verify'))
     eng = engines['']
     xl = bench['long'][0] if 'long' in bench else None
     for k, sd in sds.items():
@@ -596,9 +600,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
                drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (as sha256sum prints it for the weights file)
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
-               windows=list(windows), long_prompt_tokens=xl.shape[1] if xl is not None else None)
+               windows=list(windows), verify=list(verify), long_prompt_tokens=xl.shape[1] if xl is not None else None)
     os.environ['EFFQWEN_OUT'] = str(out)
-    name = 'drafter_e2e_swa_gpu' if windows else 'drafter_e2e_step_ab_gpu'   # the window A/B is its own result (table)
+    name = 'drafter_e2e_swa_gpu' if windows or verify else 'drafter_e2e_step_ab_gpu'   # the window / verify A/B is its own result (table)
     log('wrote', write_result(name if not TINY else name.replace('_gpu', '_dryrun'), doc, p, device=DEV))
 
 # ------------------------------------------------------------------------------------------------------ A5 / A6
@@ -901,21 +905,23 @@ def render_e2e(path: Path):
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.loads(path.read_text()); ev, sm = doc['eval'], doc['step_ms']
     benches = [b for b in doc['eval_prompts'] if doc['eval_prompts'][b]]
-    eng_of = lambda k: 'w4a16_' if k.startswith('w4a16_') else ''
-    step_of = lambda k: k.removeprefix('w4a16_').split('_swa')[0]
-    labels = {k: ('W4A16 kernels' if eng_of(k) else 'bf16 codes × scales') + f", {step_of(k)} step"
-                 + (f", sliding window {k.split('_swa')[1]}" if '_swa' in k else '') for k in ev}
+    eng_of = lambda k: k.split('_')[0] + '_' if k.startswith(('w4a16_', 'v')) else ''       # the engine: '', 'w4a16_', 'v8_'
+    step_of = lambda k: k.removeprefix(eng_of(k)).split('_swa')[0]
+    labels = {k: ('W4A16 kernels' if eng_of(k) == 'w4a16_' else 'bf16 codes × scales') + f", {step_of(k)} step"
+                 + (f", sliding window {k.split('_swa')[1]}" if '_swa' in k else '')
+                 + (f", verify {eng_of(k)[1:-1]}" if eng_of(k).startswith('v') else '') for k in ev}
     rows, cols, cap = speed_table(ev, labels, benches)
     for r, k in zip(rows, labels):
-        e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix('w4a16_')}"]; r['tau'] = ev[k]['all']['tau']
+        e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix(e)}"]; r['tau'] = ev[k]['all']['tau']
         r['decode'], r['verify'] = sm[f'{e}decode'], sm[f'{e}verify']
-    cols = cols[:1] + [('decode', 'decode ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'), ('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
+    cols = cols[:1] + [('decode', 'decode ms', '{:.3f}'), ('verify', 'verify ms (16 rows unless named)', '{:.3f}'), ('step', 'drafter step ms', '{:.3f}'), ('tau', 'τ', '{:.2f}')] + cols[1:]
     what = ("the fused `StaticDrafter` step with full attention vs sliding windows (A6's recipe: each block attends to the "
-            "W context positions before it)" if doc.get('windows') else
+            "W context positions before it)" + (f", verify 16 vs {' / '.join(map(str, doc['verify']))} rows" if doc.get('verify') else '')
+            if doc.get('windows') else f"verify 16 vs {' / '.join(map(str, doc['verify']))} rows" if doc.get('verify') else
             "the fused vs the plain `StaticDrafter` step, bf16 codes × scales vs the W4A16 kernels")
     md = (f"### A2 (true end-to-end) on SmolLM2, INT4 (QAD) target: {what}, {doc['provenance']['device']}\n\n"
           + render_table(rows, cols) + '\n' + cap
-          + " τ per benchmark (" + '/'.join(benches) + "): " + '; '.join(f"{labels[k].split(', ', 1)[1]}{' (W4A16 kernels)' if eng_of(k) else ''} "
+          + " τ per benchmark (" + '/'.join(benches) + "): " + '; '.join(f"{labels[k].split(', ', 1)[1]}{' (W4A16 kernels)' if eng_of(k) == 'w4a16_' else ''} "
                                                                  + '/'.join(f"{ev[k][b]['tau']:.2f}" for b in benches) for k in ev) + '.'
           + f" One stage-2 drafter (`{Path(doc['drafter']).name}`{', torch.compiled, CUDA graph' if doc.get('drafter_compiled') else ''}{', weights sha256 ' + doc['drafter_sha256'][:12] if doc.get('drafter_sha256') else ''}), per prompt AR then each step; "
           + ', '.join(f'{b} {n}' for b, n in doc['eval_prompts'].items()) + f" prompts, {doc['eval_new']} new tokens. "
@@ -1013,7 +1019,8 @@ def main():
     elif a.stage == 'opt': opt(work, Path(os.environ.get('OUT', '/tmp/out')), int(os.environ.get('N_EVAL', 16)), int(os.environ.get('N_LONG', 8)))
     elif a.stage == 'e2e': e2e(work, Path(os.environ.get('OUT', '/tmp/out')), Path(a.drafter_dir or work/'drafters'/'stage2'),
                                int(os.environ.get('N_EVAL', 24)), int(os.environ.get('N_LONG', 8)),
-                               tuple(int(w) for w in os.environ.get('E2E_WINDOWS', '').split(',') if w))
+                               tuple(int(w) for w in os.environ.get('E2E_WINDOWS', '').split(',') if w),
+                               tuple(int(w) for w in os.environ.get('E2E_VERIFY', '').split(',') if w))
     elif a.stage == 'archive':
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
         archive(result_of(Path(a.new)), Path(a.new), a.note)
