@@ -192,8 +192,10 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
                       ids:torch.Tensor, # (1, P + n) prompt + the target's greedy continuation
                       feats:torch.Tensor, # (1, ≥ P + n − 1, k·H) target features of those tokens
                       prompt_len:int, # P
-                      block_size:int|None=None, # B (default: the drafter's)
+                      block_size:int|None=None, # B: rows verified per round (default: the drafter's block)
                       stop_token_ids:list[int]|None=None,
+                      whole_block:bool=False, # draft the drafter's whole block and verify the first B−1 drafts (the
+                                              # engine's `StaticDrafter` on an `Engine(block_size=B)`), not a block of B
                      )->list[int]:
     "Acceptance lengths per round that greedy `speculative_generate` would give with `drafter` on this continuation."
     B, T, P = block_size or drafter.cfg.block_size, ids.shape[1], prompt_len
@@ -206,8 +208,8 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
         bs = min(B, max_new - n)
         a = 0
         if bs > 1:
-            draft, _ = drafter.propose(ids[0, s:s + 1], feats[:, cache.length:s], cache, bs - 1)
-            a = int((draft == ids[0, s + 1:s + bs]).cumprod(0).sum())
+            draft, _ = drafter.propose(ids[0, s:s + 1], feats[:, cache.length:s], cache, drafter.cfg.block_size - 1 if whole_block else bs - 1)
+            a = int((draft[:bs - 1] == ids[0, s + 1:s + bs]).cumprod(0).sum())
         new = y[s + 1:s + a + 2]
         hit = [i for i, t in enumerate(new) if t in stops]
         if hit: new = new[:hit[0] + 1]

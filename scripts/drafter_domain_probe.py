@@ -39,21 +39,46 @@ def _sets(a, tok, pr, kinds=None) -> dict:
     sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
     by = collections.defaultdict(list)
     for r in json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]: by[r['id'].split('/')[1]].append(r)   # extra/<kind>/...
-    for k in sorted(kinds or by):
+    for k in sorted(by if kinds is None else kinds):
         sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in by[k][:a.n]]
     return sets
 
-def _replay(int4, d, tok, x, new):
-    "Acceptance lengths of drafter d replayed on the target's greedy continuation of prompt x, and the target's top-2 probabilities there."
+def _continuation(int4, d, tok, x, new):
+    "The target's greedy continuation of prompt x (prompt + new tokens), its features at the drafter's taps, and its top-2 probabilities there."
     from effqwen.dflash import extract_context_feature
-    from effqwen.drafter_opt import replay_acceptance
     from effqwen.model import greedy_generate
     full = torch.cat([x, greedy_generate(int4, x, new, tok.eos_token_id)], 1)
     with torch.no_grad():
         o = int4(full, output_hidden_states=True)
         f = extract_context_feature(o.hidden_states, list(d.target_layer_ids))
         top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
+    return full, f, top
+
+def _replay(int4, d, tok, x, new):
+    "Acceptance lengths of drafter d replayed on the target's greedy continuation of prompt x, and the target's top-2 probabilities there."
+    from effqwen.drafter_opt import replay_acceptance
+    full, f, top = _continuation(int4, d, tok, x, new)
     return replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id]), top
+
+def verify_widths(a):
+    """τ when the engine verifies fewer rows than the drafter's block: GSM8K and HumanEval replayed at each of --widths
+    (the drafter drafts its whole block and the first width − 1 drafts are verified, `replay_acceptance(whole_block=True)`,
+    as `Engine(block_size=width)` with the `StaticDrafter` runs it), from one target forward per prompt."""
+    from effqwen.core import write_result, get_profile
+    from effqwen.drafter_opt import replay_acceptance
+    G, int4, tok, d, pr, sha = _load(a)
+    ws, rows = [int(w) for w in a.widths.split(',')], []
+    for name, xs in _sets(a, tok, pr, kinds=()).items():                 # the eval sets only
+        L, t = {w: [] for w in ws}, time.time()
+        for x in xs:
+            full, f, _ = _continuation(int4, d, tok, x, a.new)
+            for w in ws: L[w] += replay_acceptance(d, full, f, x.shape[1], block_size=w, stop_token_ids=[tok.eos_token_id], whole_block=True)
+        rows.append(dict(set=name, prompts=len(xs), tokens=sum(L[ws[0]]), s=time.time() - t,
+                         **{f'tau_{w}': sum(L[w]) / len(L[w]) for w in ws}, **{f'rounds_{w}': len(L[w]) for w in ws}))
+        print(rows[-1], flush=True)
+    doc = dict(rows=rows, widths=ws, drafter=dict(path=a.drafter, sha256=sha), new_tokens=a.new, precision='float32 (target and drafter)',
+               command=' '.join(sys.argv))
+    print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
 
 def replay_set(int4, d, tok, name, xs, new):
     "τ of drafter d replayed on the target's greedy continuations of prompts xs, and the target's confidence on them."
@@ -148,6 +173,19 @@ def _compare(rows) -> str:
 def render(path: Path):
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.loads(path.read_text())
+    if 'widths' in doc:                                                # a `verify` result
+        ws = doc['widths']
+        cols = [('set', 'prompts', '{}'), ('prompts', 'n', '{}')] + [(f'tau_{w}', f'τ, verify {w}', '{:.2f}') for w in ws] + [
+            (f'rounds_{w}', f'rounds, verify {w}', '{}') for w in ws]
+        md = (f"### τ when the engine verifies fewer rows than the drafter's block (SmolLM2 INT4 target, CPU replay)\n\n"
+              + render_table(doc['rows'], cols) + '\n'
+              + f"Greedy speculative decoding replayed (`replay_acceptance(whole_block=True)`, float32 target and drafter) on the target's own "
+              f"greedy continuation ({doc['new_tokens']} new tokens) of each prompt: the drafter drafts its whole block of "
+              "16 and the first (verify − 1) drafts are checked, as an `Engine(block_size=verify)` with the `StaticDrafter` runs it "
+              f"(16_engine checks the replay against that engine). Drafter sha256 {doc['drafter']['sha256'][:12]} (`{doc['drafter']['path']}`). "
+              "A round at verify 8 keeps at most 8 tokens; whether it pays depends on the verify step's cost at 8 rows, measured on the GPU.\n\n"
+              + provenance_line(doc) + '\n')
+        print(write_table(path.stem, md, doc['provenance']['profile'])); print(md); return
     cols = [('set', 'prompts', '{}'), ('prompts', 'n', '{}'), ('tau', 'τ (replay)', '{:.2f}'), ('rounds', 'rounds', '{}'),
             ('target_top1_p', 'target top-1 p', '{:.3f}'), ('target_margin_lt_0_2', 'target margin < 0.2', '{:.3f}')]
     md = ("### Where the gpu stage-2 drafter loses acceptance: eval prompts vs unseen training-like prompts (SmolLM2 INT4 target)\n\n"
@@ -161,7 +199,8 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune'])
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune', 'verify'])
+    ap.add_argument('--widths', default='16,8', help='verify: rows verified per round, replayed for each')
     ap.add_argument('--reason', default='.devsite/extra_reason/prompts_extra.json', help='finetune: the reasoning prompts (device_bundle.py --reason)')
     ap.add_argument('--ft-prompts', type=int, default=96, help='finetune: reasoning prompts answered and trained on')
     ap.add_argument('--ft-steps', type=int, default=120, help='finetune: optimizer steps')
@@ -179,6 +218,6 @@ def main():
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json', help='probe: writes data/results/<its name>; render: reads it (the table takes its name)')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
-    {'probe': probe, 'same': same_drafter, 'finetune': finetune}.get(a.stage, lambda a: render(Path(a.result)))(a)
+    {'probe': probe, 'same': same_drafter, 'finetune': finetune, 'verify': verify_widths}.get(a.stage, lambda a: render(Path(a.result)))(a)
 
 if __name__ == '__main__': main()
