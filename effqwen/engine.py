@@ -2037,6 +2037,8 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       model=None, # measure this model instead of `shape` (e.g. a tiny one for a CPU dry run)
                       fused:bool|None=None, # the engine's Triton kernels (default: on a GPU); False: the torch step functions
                       w4_head:bool=False, # W4A16 variants also quantize the LM head (`convert_head=True`)
+                      verify_widths=(), # also time verify and commit of the W4A16 engine at these widths (< block_size: the
+                                        # engine verifies the first width − 1 drafts of the drafter's block; key 'verify_widths')
                      )->dict:
     "Measure HF eager vs the engine (BF16 / W4A16, eager / compiled, CUDA graphs) and the drafter step; returns a dict."
     import gc, traceback
@@ -2141,6 +2143,18 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
         del eng
     for kind, comp in variants:
         stage(f"engine_{kind}{'_compiled' if comp else ''}", lambda: engine(kind, comp), need_s=60 if comp else 25)
+
+    def verify_width(w):   # the W4A16 engine (not compiled) verifying w rows: its verify and commit steps per setting
+        eng = Engine(m, max_seq_len=Lmax, block_size=w, convert=lambda l: W4A16Linear.from_float(l, group_size=group_size),
+                     fused=fused, convert_head=w4_head)
+        r = res['verify_widths'][str(w)] = dict(linears='w4a16', compile=False)
+        for name, p, _ in settings:
+            eng.prefill(st.ids[p]); r[name] = dict(verify_ms=_gpu_ms(lambda: eng._step('verify'), 10))
+            eng.n_keep.fill_(1); r[name]['commit_ms'] = _gpu_ms(lambda: eng._step('commit'), 10)
+        say(f"engine w4a16, verify {w}: " + ', '.join(f"{n} {r[n]['verify_ms']:.3f} ms" for n, _, _ in settings))
+        del eng
+    if verify_widths: res['verify_widths'] = {}
+    for w in verify_widths: stage(f'verify_w4a16_{w}', lambda w=w: verify_width(w), need_s=25)
 
     def drafter_steps():
         from effqwen.dflash import DFlashDrafter
