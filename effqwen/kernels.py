@@ -1473,9 +1473,7 @@ def kernel_linears(model:nn.Module, # modified in place: the model the records w
         if (q.in_features, q.out_features) != (lin.in_features, lin.out_features):
             raise ValueError(f'{name}: the record is {q.out_features}x{q.in_features}, the linear {lin.out_features}x{lin.in_features}')
         made[name] = q.to(lin.weight.device)
-    for name, q in made.items():                                                # (only once every record is known to fit)
-        parent, _, attr = name.rpartition('.')
-        setattr(model.get_submodule(parent) if parent else model, attr, q)
+    for name, q in made.items(): model.set_submodule(name, q)                   # (only once every record is known to fit)
     return len(made)
 
 # %% ../nbs/15_kernels.ipynb #703747db

@@ -517,7 +517,7 @@ def w4a16_target(model, q: dict):
         name = k[:-len('.weight_packed')]; lin = m.get_submodule(name); sc = q[name + '.weight_scale']
         w4 = W4A16Linear(lin.in_features, lin.out_features, lin.bias is not None, lin.in_features // sc.shape[1], dt, DEV)
         w4.load_state_dict({'weight_packed': q[k], 'weight_scale': sc.to(dt), **({'bias': lin.bias.detach()} if lin.bias is not None else {})})
-        parent, _, attr = name.rpartition('.'); setattr(m.get_submodule(parent), attr, w4); n += 1
+        m.set_submodule(name, w4); n += 1
     log(f'W4A16 target: {n} linears on the INT4 kernels')
     return m
 
