@@ -16,6 +16,8 @@ and the extra prompts. About 7 minutes on 2 cores at N = 6, 192 new tokens.
     python scripts/drafter_domain_probe.py --work /tmp/bw --drafter .devsite/drafters_s19/drafters_back/stage2
     python scripts/drafter_domain_probe.py render
     python scripts/drafter_domain_probe.py same --drafter ...   # is it the drafter tables A5 / A6 measured? (per-round replay)
+    python scripts/drafter_domain_probe.py loop --drafter ... -n 2 --new 96 --result data/results/drafter_replay_engine_check.json
+                                                                # is the replay the engine's loop, round for round?
 """
 import argparse, collections, hashlib, json, os, sys, time
 from pathlib import Path
@@ -77,6 +79,32 @@ def verify_widths(a):
                          **{f'tau_{w}': sum(L[w]) / len(L[w]) for w in ws}, **{f'rounds_{w}': len(L[w]) for w in ws}))
         print(rows[-1], flush=True)
     doc = dict(rows=rows, widths=ws, drafter=dict(path=a.drafter, sha256=sha), new_tokens=a.new, precision='float32 (target and drafter)',
+               command=' '.join(sys.argv))
+    print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
+
+def loop_check(a):
+    """Is the replay the engine's loop? On the first -n GSM8K and HumanEval prompts (float32, the INT4 target's greedy
+    continuation), the acceptance lengths of every round of the engine's speculative decoding (`Engine` +
+    `StaticDrafter`, fused and plain step, the default pipelined loop) against `replay_acceptance` drafting a shorter
+    last block (effqwen.dflash's loop) and drafting the whole block on every round (`whole_block=True`)."""
+    from effqwen.core import write_result, get_profile
+    from effqwen.drafter_opt import replay_acceptance
+    from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec
+    G, int4, tok, d, pr, sha = _load(a)
+    stops, rows = [tok.eos_token_id], []
+    for name, xs in _sets(a, tok, pr, kinds=()).items():
+        for i, x in enumerate(xs):
+            eng = Engine(int4, max_seq_len=x.shape[1] + a.new + 64, tap_layers=tuple(d.target_layer_ids))
+            full, f = G.continuation(eng, int4, x, a.new, stops, d.target_layer_ids)
+            rep = {wb: replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops, whole_block=wb) for wb in (False, True)}
+            r = dict(set=name, prompt=i, rounds_replay=len(rep[False]), rounds_replay_whole_block=len(rep[True]))
+            for fz in (True, False):
+                L = eng_spec(eng, StaticDrafter(d, eng.max_seq_len, fused=fz), x, a.new, stops).acceptance_lengths
+                k = 'fused' if fz else 'plain'
+                r[f'{k}_rounds'], r[f'{k}_equals_replay'], r[f'{k}_equals_replay_whole_block'] = len(L), L == rep[False], L == rep[True]
+                r[f'{k}_first_different_round'] = next((j for j, (u, v) in enumerate(zip(L, rep[False])) if u != v), None)
+            rows.append(r); print(r, flush=True)
+    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha), new_tokens=a.new, precision='float32 (target and drafter), CPU',
                command=' '.join(sys.argv))
     print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
 
@@ -199,7 +227,7 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune', 'verify'])
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune', 'verify', 'loop'])
     ap.add_argument('--widths', default='16,8', help='verify: rows verified per round, replayed for each')
     ap.add_argument('--reason', default='.devsite/extra_reason/prompts_extra.json', help='finetune: the reasoning prompts (device_bundle.py --reason)')
     ap.add_argument('--ft-prompts', type=int, default=96, help='finetune: reasoning prompts answered and trained on')
@@ -218,6 +246,6 @@ def main():
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json', help='probe: writes data/results/<its name>; render: reads it (the table takes its name)')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
-    {'probe': probe, 'same': same_drafter, 'finetune': finetune, 'verify': verify_widths}.get(a.stage, lambda a: render(Path(a.result)))(a)
+    {'probe': probe, 'same': same_drafter, 'finetune': finetune, 'verify': verify_widths, 'loop': loop_check}.get(a.stage, lambda a: render(Path(a.result)))(a)
 
 if __name__ == '__main__': main()

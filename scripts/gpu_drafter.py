@@ -224,7 +224,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         if done := {i: a for i, a in load_answers(work, name, pr).items() if int(i) < n}:   # answers from `regen` (bf16 targets), in prompt order
             idx = sorted(int(i) for i in done)
             conv = dict(prompt=[templ[i] for i in idx], text=[templ[i] + done[str(i)] + tok.eos_token for i in idx])
-            t_regen = float((work/f'regen_{name}_s.txt').read_text()); source = f'regen stage (bf16 target), batches of similar length'
+            t_regen = float((work/f'regen_{name}_s.txt').read_text()); source = 'regen stage (the target run in bf16 precision), batches of similar length'
         else:
             resp = generate_texts(model, tok, templ[:n], S.regen_max_new, 0.0, batch_size=256, seed=p.seed, desc=f'regen {name}')
             conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
@@ -598,7 +598,8 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
     doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
                drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (as sha256sum prints it for the weights file)
-               targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e else 'bf16 nn.Linear holding codes x scales (cuBLAS)' for e in engines},
+               targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e == 'w4a16_' else 'bf16 nn.Linear holding codes x scales (cuBLAS)'
+                        + (f', verifying {e[1:-1]} rows' if e.startswith('v') else '') for e in engines},
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
                windows=list(windows), verify=list(verify), long_prompt_tokens=xl.shape[1] if xl is not None else None)
     os.environ['EFFQWEN_OUT'] = str(out)
@@ -656,16 +657,18 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
     t = time.time(); conts = {b: [continuation(eng, int4, x, S.eval_new, stops, base.target_layer_ids) for x in xs] for b, xs in bench.items()}
     timings['continuations'] = time.time() - t
     tau = lambda L: sum(L) / max(1, len(L))
+    # whole_block: the engine's StaticDrafter drafts its whole block on every round, the last ones too (fewer tokens left
+    # than the block), so the replay does; drafting fewer masks there changes the tail rounds (scripts/replay_engine_check.py)
     t = time.time(); lens = {m: {b: [] for b in bench} for m in drafters}
     for b, xs in bench.items():
         for x, (full, f) in zip(xs, conts[b]):
-            for m, d in drafters.items(): lens[m][b] += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops)
+            for m, d in drafters.items(): lens[m][b] += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops, whole_block=True)
     timings['a5_replay'] = time.time() - t
     check = {}                                                    # the replay is the loop: one real engine run per benchmark
     sd0 = StaticDrafter(base, maxlen)
     for b, xs in bench.items():
         r = eng_spec(eng, sd0, xs[0], S.eval_new, stops)
-        check[b] = r.acceptance_lengths == replay_acceptance(base, *conts[b][0], xs[0].shape[1], stop_token_ids=stops)
+        check[b] = r.acceptance_lengths == replay_acceptance(base, *conts[b][0], xs[0].shape[1], stop_token_ids=stops, whole_block=True)
     log('replay == engine loop:', check)
     ref_all = tau([l for L in lens['unquantized'].values() for l in L])
     a5 = [dict(drafter={'unquantized': 'unquantized (FP32)', 'rtn': 'RTN', 'awq': 'AWQ', 'gptq': 'GPTQ'}[m], weights='–' if m == 'unquantized' else f'INT4 sym g{group}',
@@ -681,7 +684,7 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
         d = drafters[dname]
         for W in (None, *S.windows):
             d.set_sliding_window(W)
-            L = [l for xx, (full, f) in zip(bench['long'], conts['long']) for l in replay_acceptance(d, full, f, xx.shape[1], stop_token_ids=stops)]
+            L = [l for xx, (full, f) in zip(bench['long'], conts['long']) for l in replay_acceptance(d, full, f, xx.shape[1], stop_token_ids=stops, whole_block=True)]
             step = None
             if dname == 'unquantized':                            # the serving dtype: bf16 copy on the engine's static drafter
                 db = copy.deepcopy(d).to(torch.bfloat16).bind(int4_b); sdw = StaticDrafter(db, maxlen); sdw.start()
@@ -939,6 +942,59 @@ def render_e2e(path: Path):
     table = 'latency_a2_true_smollm2_' + path.stem.removeprefix('drafter_e2e_').removesuffix('_gpu')   # step_ab | swa
     print(write_table(table, md, doc['provenance']['profile'])); print(md)
 
+def refit(train_f: Path, e2e_fs: list, note: str, out: Path = Path('data/results/drafter_stage2_refit_gpu.json')):
+    """A stage-2 drafter trained again on its own (`train --drafters stage2`, from the committed run's stage 1) and its
+    true end-to-end A/B against the committed stage 2 (`e2e` on each, back to back on one lease): one result, the
+    training record (`train_stage2.json` as the device wrote it) and each e2e file whole, keyed by drafter sha256."""
+    from effqwen.core import atomic_write
+    if not note: raise ValueError('refit: --note is empty: say which commands and data made the run')
+    tr = json.loads(Path(train_f).read_text())
+    if 'stage2' not in tr.get('steps', {}): raise ValueError(f'refit: {train_f} is no stage-2 training record (steps: {tr.get("steps")})')
+    runs = [json.loads(Path(f).read_text()) for f in e2e_fs]
+    if not runs: raise ValueError('refit: name the e2e files of the A/B (--e2e F [F ...])')
+    prov = dict(runs[-1]['provenance'], note=note)
+    doc = dict(provenance=prov, train=tr, e2e=runs)
+    atomic_write(out, json.dumps(doc, indent=1) + '\n'); log(f'{out}: written ({len(runs)} e2e runs)')
+
+def render_refit(path: Path):
+    "Table drafter_a4_refit_gpu: τ and the true end-to-end speedup of each drafter of the refit's A/B, by attention."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text()); tr = doc['train']
+    a4 = json.loads(Path('data/results/drafter_training_gpu.json').read_text())
+    rows = []
+    for run in doc['e2e']:
+        ev, who = run['eval'], ('stage 2 of the committed A4 run' if run['drafter_sha256'].startswith(_a4_stage2_sha(a4)) else 'stage 2 refit')
+        benches = [b for b in run['eval_prompts'] if run['eval_prompts'][b]]
+        for k in ev:
+            sp = {b: speedups(ev[k][b])['tpot'] for b in benches}
+            rows.append(dict(drafter=f"{who} (sha256 {run['drafter_sha256'][:12]})", attn=k.replace('fused', 'full').replace('full_swa', 'window '),
+                             **{f'tau_{b}': ev[k][b]['tau'] for b in benches}, tau_all=ev[k]['all']['tau'],
+                             **{f'x_{b}': sp[b] for b in benches}, mean3=sum(sp.values()) / len(sp), date=run['provenance']['date'][11:19]))
+    cols = ([('drafter', 'drafter', '{}'), ('attn', 'attention', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
+            + [('tau_all', 'τ all', '{:.2f}')] + [(f'x_{b}', f'speedup {b}', '{:.2f}x') for b in benches] + [('mean3', 'mean of 3', '{:.2f}x'), ('date', 'run (UTC)', '{}')])
+    d = tr['data']['int4']; hc = tr.get('held_curve', {}).get('stage2')
+    cap = (f"Stage 2 trained again from the committed run's stage 1 (its bf16 copy, `.devsite/drafters_s22`) on {d['conversations']:,} INT4-target "
+           f"conversations ({d['response_tokens']:,} response tokens; the committed stage 2 had "
+           f"{a4['train']['data']['int4']['conversations']:,}), with the {d['extra_prompts']['used']:,} extra prompts' answers "
+           f"(reasoning-gym step-by-step included); {tr['steps']['stage2']:,} steps of the profile's {tr['profile_steps']['stage2']:,} "
+           f"(the command's deadline), lr {tr['sizes']['lr2']}, {tr['precision']}, {tr['step_ms']:.0f} ms per step ({tr['attention']}). "
+           f"Held-out chunks ({d['held_out']}): block τ {tr['block_accuracy']['stage2']['held_out']['tau']:.2f}, walk τ "
+           f"{tr['block_accuracy']['stage2']['held_out']['walk_tau']:.2f}"
+           + (f"; held-out loss {hc[0][1]:.3f} at step {hc[0][0]}, "
+              f"{hc[len(hc) // 2][1]:.3f} at step {hc[len(hc) // 2][0]}, {hc[-1][1]:.3f} at step {hc[-1][0]}" if hc and len(hc) > 2 else '')
+           + ". Speedup = DFlash's decode speedup on SmolLM2 (the INT4 target as bf16 codes × scales, fused drafter step, CUDA graphs; "
+           "table latency_a2_true_smollm2_swa's method), "
+           + ', '.join(f'{b} {n}' for b, n in doc['e2e'][-1]['eval_prompts'].items()) + f" prompts, {doc['e2e'][-1]['eval_new']} new tokens; "
+           "the runs are back to back on one lease (the run column). Not the A4 table's run: its stage 1 and direct drafters are not retrained here."
+           + f" Run: {doc['provenance']['note']}\n\n" + provenance_line(doc) + '\n')
+    md = "### A4 (refit): stage 2 on the INT4 target's answers to the reasoning prompts too, against the committed stage 2\n\n" + render_table(rows, cols) + '\n' + cap
+    print(write_table('drafter_a4_refit_gpu', md, doc['provenance']['profile'])); print(md)
+
+def _a4_stage2_sha(a4: dict) -> str:
+    "The committed A4 run's stage-2 weights sha256 prefix, as its e2e runs recorded it (drafter_e2e_swa_gpu.json)."
+    sw = Path('data/results/drafter_e2e_swa_gpu.json')
+    return json.loads(sw.read_text()).get('drafter_sha256', '-')[:12] if sw.exists() else '-'
+
 ARCHIVES = {   # result -> its session-runs file, and what of each run the archive keeps
     'drafter_training_gpu': ("Earlier gpu-profile runs of drafter_training_gpu.json, newest first, in summary (per-round acceptance lengths, "
                              "losses and divergences dropped); each run's whole file is in the git history "
@@ -984,12 +1040,13 @@ def archive(result: Path, new: Path, note: str):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit'])
     ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back, named after the result it replaces (that one moves to its _session_runs.json)')
     ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
     ap.add_argument('--e2e-result', default=None, help='render-e2e: one e2e result (default: drafter_e2e_step_ab_gpu.json and drafter_e2e_swa_gpu.json)')
+    ap.add_argument('--e2e', nargs='*', default=None, help='refit: the e2e files of the A/B (committed stage 2, then the refit), as they came back; --new: its train_stage2.json')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
@@ -1024,6 +1081,8 @@ def main():
     elif a.stage == 'archive':
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
         archive(result_of(Path(a.new)), Path(a.new), a.note)
+    elif a.stage == 'refit': refit(Path(a.new), a.e2e or [], a.note)
+    elif a.stage == 'render-refit': render_refit(Path('data/results/drafter_stage2_refit_gpu.json'))
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
     elif a.stage == 'render-e2e':   # both e2e results (the step A/B and the window A/B) unless --e2e-result names one
         for f in ([Path(a.e2e_result)] if a.e2e_result else [f for f in (Path('data/results/drafter_e2e_step_ab_gpu.json'), Path('data/results/drafter_e2e_swa_gpu.json')) if f.exists()]):

@@ -43,3 +43,19 @@ def test_archive_first_run_and_result_of(tmp_path):
     G.archive(res, new, 'windows')
     assert json.loads(res.read_text())['provenance']['note'] == 'windows'
     assert not (tmp_path/'drafter_e2e_swa_gpu_session_runs.json').exists()
+
+def test_refit(tmp_path):
+    "A stage-2 refit's result: its training record and each e2e file whole; bad inputs are refused before anything is written."
+    tr, e1, e2, out = tmp_path/'train_stage2.json', tmp_path/'a.json', tmp_path/'b.json', tmp_path/'refit.json'
+    tr.write_text(json.dumps(dict(steps=dict(stage2=10), data={})))
+    e1.write_text(json.dumps(dict(provenance=dict(git_sha='eee', date='2026-12-01T16:06'), drafter_sha256='aa', eval={})))
+    e2.write_text(json.dumps(dict(provenance=dict(git_sha='eee', date='2026-12-01T16:07'), drafter_sha256='bb', eval={})))
+    with pytest.raises(ValueError, match='--note'): G.refit(tr, [e1, e2], '', out)
+    with pytest.raises(ValueError, match='--e2e'): G.refit(tr, [], 'x', out)
+    bad = tmp_path/'train_stage1.json'; bad.write_text(json.dumps(dict(steps=dict(stage1=10))))
+    with pytest.raises(ValueError, match='no stage-2'): G.refit(bad, [e1], 'x', out)
+    assert not out.exists()
+    G.refit(tr, [e1, e2], 'the commands', out)
+    doc = json.loads(out.read_text())
+    assert doc['provenance'] == dict(git_sha='eee', date='2026-12-01T16:07', note='the commands')
+    assert [r['drafter_sha256'] for r in doc['e2e']] == ['aa', 'bb'] and doc['train']['steps'] == dict(stage2=10)
