@@ -696,7 +696,7 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
         d.set_sliding_window(None)
     for r in a6: r['dtau'] = 100 * (r['tau'] / next(x['tau'] for x in a6 if x['drafter'] == r['drafter'] and x['window'] == 'full') - 1)
     log('A6', [(r['drafter'], r['window'], round(r['tau'], 3), r['step_ms']) for r in a6])
-    doc = dict(a5=a5, a5_lengths=lens, a6=a6, group=group, hessian_error=herr, replay_equals_engine_loop=check,
+    doc = dict(a5=a5, a5_lengths=lens, a6=a6, group=group, hessian_error=herr, replay_equals_engine_loop=check, replay_whole_block=True,
                calibration=dict(conversations=len(calib), tokens=sum(c.ids.shape[1] for c in calib), blocks=sum(c.anchors.numel() for c in calib)),
                eval=dict(prompts={b: len(v) for b, v in bench.items()}, long_tokens=[x.shape[1] for x in bench['long']], new_tokens=S.eval_new, mean_long_ctx=ctx),
                drafter=load_train(work)['drafter'], timings_s=timings, wall_s=time.time() - t0,
@@ -711,9 +711,20 @@ def render_opt(path: Path):
     cols5 = ([('drafter', 'drafter', '{}'), ('weights', 'weights', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
              + [('tau_all', 'τ all', '{:.3f}'), ('dtau', 'Δτ vs unquantized', '{:+.1f}%'), ('quant_s', 'quantize s', '{:.1f}')])
     herr = doc['hessian_error']; ratio = sum(v['gptq'] / v['rtn'] for v in herr.values()) / len(herr)
-    cap5 = (f"Stage-2 drafter of the gpu-profile A4 run at git `{doc['provenance']['git_sha'][:12]}` ({doc['drafter']['num_hidden_layers']} layers) against the QAD INT4 SmolLM2 target; τ replayed on the "
+    chk = doc['replay_equals_engine_loop']; wb = doc.get('replay_whole_block', False)
+    lc = path.with_name('drafter_replay_engine_check.json')       # the engine's loop vs both replays, on the CPU
+    lc = json.loads(lc.read_text()) if lc.exists() else None
+    why = ('' if wb or all(chk.values()) or not lc else
+           f" (this replay drafted a shorter block on a last round with fewer tokens left, as `effqwen.dflash`'s loop does; the engine drafts its "
+           f"whole block on every round: on {len(lc['rows'])} GSM8K / HumanEval prompts the engine's loop equals the whole-block replay round for "
+           f"round on {sum(r['fused_equals_replay_whole_block'] for r in lc['rows'])} and this replay on "
+           f"{sum(r['fused_equals_replay'] for r in lc['rows'])}, the first difference within the last "
+           f"{max(r['fused_rounds'] - r['fused_first_different_round'] for r in lc['rows'] if r['fused_first_different_round'] is not None)} rounds "
+           f"(`drafter_replay_engine_check.json`, CPU float32); `opt` now replays the whole block)")
+    cap5 = (f"Stage-2 drafter ({doc['drafter']['num_hidden_layers']} layers), measured at git `{doc['provenance']['git_sha'][:12]}`, against the QAD INT4 SmolLM2 target; τ replayed on the "
             f"target's greedy continuation (float32, TF32 off) of {', '.join(f'{b} {n}' for b, n in ev['prompts'].items())} prompts × {ev['new_tokens']} "
-            f"tokens; the replay equals a real engine run on the first prompt of each benchmark: {doc['replay_equals_engine_loop']}. Calibration: "
+            f"tokens{', drafting the whole block every round as the engine does' if wb else ''}; the replay equals a real engine run on the first prompt of each benchmark: "
+            f"{', '.join(f'{b} ' + ('yes' if v else 'no') for b, v in chk.items())}{why}. Calibration: "
             f"{doc['calibration']['conversations']} INT4-regenerated conversations at natural length ({doc['calibration']['tokens']:,} tokens, "
             f"{doc['calibration']['blocks']} blocks). GPTQ/RTN Hessian-weighted error, mean over {len(herr)} linears: {ratio:.3f} "
             f"(GPTQ lower on {sum(v['gptq'] < v['rtn'] for v in herr.values())}/{len(herr)}).")
