@@ -10,7 +10,7 @@
 #          neighbour slows it, data/results/latency_h200_contended.json) -> train stage1 -> lossless32 (after stage 2)
 #   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
 #          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
-#          included) [-> opt with OPT=1]; no latency stages
+#          included) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
 #
 # Run from the repository root on the device, after `gpu_drafter.py assemble --work $WORK` (README "GPU runs"):
 #   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
@@ -89,6 +89,8 @@ case ${1:?start|poll|chain0|chain1} in
     pack_drafters
     mark "solo eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
     if [ -n "${OPT:-}" ]; then mark "solo opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
+    # E2E=1: the new stage 2's true end-to-end speedup in the recipe's serving configuration (fused step, window E2E_WINDOWS)
+    if [ -n "${E2E:-}" ]; then mark "solo e2e"; E2E_W4=0 E2E_PLAIN=0 E2E_WINDOWS=${E2E_WINDOWS:-1024} $G e2e --work "$W" > "$W/e2e.log" 2>&1; fi
     mark "solo done"; touch "$W/chain0.done" "$W/chain1.done" ;;
   smoke1) export CUDA_VISIBLE_DEVICES=1   # ENGINE_ONLY: the smoke on GPU 1 beside GPU 0's profile
     smoke; mark "gpu1 done"; touch "$W/chain1.done" ;;
@@ -165,7 +167,7 @@ PY
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt chain0 chain1; do
+    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt e2e chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
