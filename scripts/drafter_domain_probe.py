@@ -18,6 +18,8 @@ and the extra prompts. About 7 minutes on 2 cores at N = 6, 192 new tokens.
     python scripts/drafter_domain_probe.py same --drafter ...   # is it the drafter tables A5 / A6 measured? (per-round replay)
     python scripts/drafter_domain_probe.py loop --drafter ... -n 2 --new 96 --result data/results/drafter_replay_engine_check.json
                                                                 # is the replay the engine's loop, round for round?
+    python scripts/drafter_domain_probe.py vocab --drafter ... --long 2 --result data/results/drafter_vocab_probe.json
+                                                                # what does the draft vocabulary cost in τ?
 """
 import argparse, collections, hashlib, json, os, sys, time
 from pathlib import Path
@@ -106,6 +108,36 @@ def loop_check(a):
             rows.append(r); print(r, flush=True)
     doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha), new_tokens=a.new, precision='float32 (target and drafter), CPU',
                command=' '.join(sys.argv))
+    print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
+
+def vocab_probe(a):
+    """What does the drafter's draft vocabulary (FR-Spec: the head cut to the most frequent training tokens) cost in τ?
+    On the first -n GSM8K and HumanEval prompts and the first --long long prompts: the share of the target's greedy
+    tokens outside the draft vocabulary (a round can never accept one), and τ replayed (`whole_block=True`, the
+    engine's loop) with the draft vocabulary and with the full one (the same weights: the head is the target's, frozen;
+    the drafter's hidden state was trained against the draft rows only)."""
+    import copy
+    from effqwen.core import write_result, get_profile
+    from effqwen.drafter_opt import replay_acceptance
+    G, int4, tok, d, pr, sha = _load(a)
+    if getattr(d, 'd2t', None) is None: raise ValueError(f'{a.drafter}: the drafter has no draft vocabulary (d2t): nothing to compare')
+    vocab = set(d.d2t.tolist()); full_d = copy.deepcopy(d).set_draft_vocab(None); stops = [tok.eos_token_id]
+    sets = _sets(a, tok, pr, kinds=())
+    if a.long: sets['long'] = [torch.tensor(x)[None] for x in pr['bench']['long'][:a.long]]
+    rows = []
+    for name, xs in sets.items():
+        L, Lf, oov, n, words, t = [], [], 0, 0, collections.Counter(), time.time()
+        for x in xs:
+            full, f, _ = _continuation(int4, d, tok, x, a.new)
+            y = full[0, x.shape[1]:].tolist(); n += len(y)
+            miss = [v for v in y if v not in vocab]; oov += len(miss); words.update(tok.decode([v]) for v in miss)
+            L += replay_acceptance(d, full, f, x.shape[1], stop_token_ids=stops, whole_block=True)
+            Lf += replay_acceptance(full_d, full, f, x.shape[1], stop_token_ids=stops, whole_block=True)
+        rows.append(dict(set=name, prompts=len(xs), tokens=n, oov=oov / n, tau_draft_vocab=sum(L) / len(L), tau_full_vocab=sum(Lf) / len(Lf),
+                         rounds_draft_vocab=len(L), rounds_full_vocab=len(Lf), oov_top=words.most_common(8), s=time.time() - t))
+        print(rows[-1], flush=True)
+    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, draft_vocab=len(vocab), vocab=d.cfg.vocab_size), new_tokens=a.new,
+               precision='float32 (target and drafter), CPU', command=' '.join(sys.argv))
     print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
 
 def replay_set(int4, d, tok, name, xs, new):
@@ -227,7 +259,7 @@ def render(path: Path):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune', 'verify', 'loop'])
+    ap.add_argument('stage', nargs='?', default='probe', choices=['probe', 'render', 'same', 'finetune', 'verify', 'loop', 'vocab'])
     ap.add_argument('--widths', default='16,8', help='verify: rows verified per round, replayed for each')
     ap.add_argument('--reason', default='.devsite/extra_reason/prompts_extra.json', help='finetune: the reasoning prompts (device_bundle.py --reason)')
     ap.add_argument('--ft-prompts', type=int, default=96, help='finetune: reasoning prompts answered and trained on')
@@ -237,6 +269,7 @@ def main():
     ap.add_argument('--answers-cache', default='', help='finetune: json of the reasoning answers (written once, read after)')
     ap.add_argument('--ft-result', default='drafter_reason_finetune_probe', help='finetune: result name')
     ap.add_argument('--check', type=int, default=4, help='same: GSM8K prompts replayed')
+    ap.add_argument('--long', type=int, default=0, help='vocab: long prompts too (the first N)')
     ap.add_argument('--work', default='/tmp/bw')
     ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
     ap.add_argument('--extra', default='.devsite/extra/prompts_extra.json')
@@ -246,6 +279,6 @@ def main():
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json', help='probe: writes data/results/<its name>; render: reads it (the table takes its name)')
     a = ap.parse_args()
     torch.set_num_threads(int(os.environ.get('OMP_NUM_THREADS', 2)))
-    {'probe': probe, 'same': same_drafter, 'finetune': finetune, 'verify': verify_widths, 'loop': loop_check}.get(a.stage, lambda a: render(Path(a.result)))(a)
+    {'probe': probe, 'same': same_drafter, 'finetune': finetune, 'verify': verify_widths, 'loop': loop_check, 'vocab': vocab_probe}.get(a.stage, lambda a: render(Path(a.result)))(a)
 
 if __name__ == '__main__': main()
