@@ -20,6 +20,13 @@ regenerated answers stay valid: answers are keyed by index) followed by N reason
 step-by-step ask appended. `gsm_symbolic` is left out: its templates come from GSM8K test questions, the eval set.
 
     python scripts/device_bundle.py --reason 4096 --keep 4096 --extra-from .devsite/extra/prompts_extra.json --out .devsite/extra_reason
+
+A yet bigger run (`--grow N`): every row of an earlier extra file (`--extra-from`, whose answers stay valid), then rows of
+the mixed pool file `--pool` that no run used yet (from row `--pool-start`: the rows `--reason` did not keep), then
+`--reason` more reasoning-gym word problems (seed + 3), N rows added in all.
+
+    python scripts/device_bundle.py --grow 12288 --reason 4096 --extra-from .devsite/extra_reason/prompts_extra.json \
+        --pool .devsite/extra/prompts_extra.json --pool-start 4096 --out .devsite/extra_grow
 """
 import argparse, collections, hashlib, io, json, tarfile, time
 from pathlib import Path
@@ -35,8 +42,12 @@ def main():
     ap.add_argument('--reason', type=int, default=0, help='write --keep rows of --extra-from, then this many step-by-step reasoning prompts')
     ap.add_argument('--keep', type=int, default=4096, help='--reason: rows of --extra-from kept first (the ones an earlier run regenerated)')
     ap.add_argument('--extra-from', default='.devsite/extra/prompts_extra.json')
+    ap.add_argument('--grow', type=int, default=0, help='write every row of --extra-from, then N new rows: --pool rows, then --reason reasoning prompts')
+    ap.add_argument('--pool', default='.devsite/extra/prompts_extra.json', help='--grow: a mixed-pool extra file (--extra) to take unused rows from')
+    ap.add_argument('--pool-start', type=int, default=4096, help='--grow: the first --pool row no run used')
     a = ap.parse_args()
-    if a.extra and a.reason: raise ValueError('--extra and --reason write different files: pass one of them')
+    if a.extra and (a.reason or a.grow): raise ValueError('--extra and --reason / --grow write different files: pass one of them')
+    if a.grow: return grow_prompts(a.grow, a.reason, Path(a.extra_from), Path(a.pool), a.pool_start, Path(a.out))
     if a.extra: return extra_prompts(a.extra, Path(a.out))
     if a.reason: return reason_prompts(a.reason, a.keep, Path(a.extra_from), Path(a.out))
     from effqwen.core import get_profile
@@ -108,18 +119,15 @@ REASON_GENS = ('aiw', 'coin_flip', 'jugs', 'leg_counting', 'time_intervals', 'ca
 REASON_ASKS = ('Solve this step by step, then state the final answer.', 'Explain your reasoning step by step before giving the answer.',
                'Work through the problem one step at a time and finish with the answer.')
 
-def reason_prompts(n: int, keep: int, src: Path, out: Path):
-    """`keep` rows of the extra file `src`, then n reasoning-gym word problems (generators `REASON_GENS`, round-robin, seed
-    + 2) with one of `REASON_ASKS` appended, none among the bundle's or the kept prompts."""
-    import random, reasoning_gym as rg
-    from effqwen.core import get_profile
-    from effqwen.drafter_opt import drafter_train_prompts
-    p = get_profile('gpu'); seed = p.seed + 2
+def _read_extra(src: Path) -> tuple:
+    "(bytes, rows) of an extra-prompts file, checked against the .sha256 file written beside it."
     b0 = src.read_bytes(); want = src.with_suffix('.sha256').read_text().split()[0]
-    if sha(b0) != want: raise ValueError(f'--extra-from {src}: sha256 differs from its .sha256 file: rewrite it with --extra')
-    kept = json.loads(b0)['train'][:keep]
-    if len(kept) < keep: raise ValueError(f'--keep {keep}: {src} holds only {len(kept)} rows')
-    seen = set(drafter_train_prompts(p)['prompt']) | {r['prompt'] for r in kept}
+    if sha(b0) != want: raise ValueError(f'{src}: sha256 differs from its .sha256 file: rewrite it (device_bundle.py --extra / --reason / --grow)')
+    return b0, json.loads(b0)['train']
+
+def _reason_rows(n: int, seed: int, seen: set, tag: str) -> tuple:
+    "n reasoning-gym word problems (`REASON_GENS` round-robin, `REASON_ASKS` appended) not in `seen` (which grows); and the generators skipped."
+    import reasoning_gym as rg
     per = -(-2 * n // len(REASON_GENS)); gens, skipped = [], {}
     for g in REASON_GENS:
         try: gens.append([(g, i, x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))])
@@ -129,8 +137,21 @@ def reason_prompts(n: int, keep: int, src: Path, out: Path):
         if len(rows) == n: break
         pr = q.rstrip() + '\n\n' + REASON_ASKS[k % len(REASON_ASKS)]
         if pr in seen: continue
-        seen.add(pr); rows.append(dict(id=f'extra/reason/{g}/{i}', prompt=pr)); k += 1
-    if len(rows) < n: raise ValueError(f'only {len(rows)} new reasoning prompts for --reason {n}: ask for fewer')
+        seen.add(pr); rows.append(dict(id=f'extra/{tag}/{g}/{i}', prompt=pr)); k += 1
+    if len(rows) < n: raise ValueError(f'only {len(rows)} new reasoning prompts for {n}: ask for fewer')
+    return rows, skipped
+
+def reason_prompts(n: int, keep: int, src: Path, out: Path):
+    """`keep` rows of the extra file `src`, then n reasoning-gym word problems (generators `REASON_GENS`, round-robin, seed
+    + 2) with one of `REASON_ASKS` appended, none among the bundle's or the kept prompts."""
+    import random
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_train_prompts
+    p = get_profile('gpu'); seed = p.seed + 2
+    b0, kept = _read_extra(src); kept = kept[:keep]
+    if len(kept) < keep: raise ValueError(f'--keep {keep}: {src} holds only {len(kept)} rows')
+    seen = set(drafter_train_prompts(p)['prompt']) | {r['prompt'] for r in kept}
+    rows, skipped = _reason_rows(n, seed, seen, 'reason')
     random.Random(seed).shuffle(rows)
     kinds = dict(collections.Counter(r['id'].split('/')[2] for r in rows))
     out.mkdir(parents=True, exist_ok=True)
@@ -139,6 +160,32 @@ def reason_prompts(n: int, keep: int, src: Path, out: Path):
                         excluded='the bundle training prompts (drafter_train_prompts(gpu)) and the kept rows; gsm_symbolic (GSM8K test templates)')).encode()
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
     print(f'{keep} kept + {len(rows)} reasoning prompts -> {out}/prompts_extra.json', kinds, skipped or '', sha(b))
+
+def grow_prompts(n: int, n_reason: int, src: Path, pool: Path, start: int, out: Path):
+    """Every row of the extra file `src` (their answers stay valid: answers are keyed by index), then n new rows: the
+    unused rows of the mixed-pool file `pool` from `start` on (n − n_reason of them), then n_reason reasoning-gym word
+    problems drawn with seed + 3; none among the bundle's prompts or any row before it."""
+    import random
+    from effqwen.core import get_profile
+    from effqwen.drafter_opt import drafter_train_prompts
+    if not 0 <= n_reason <= n: raise ValueError(f'--reason {n_reason} must lie in [0, --grow {n}]')
+    p = get_profile('gpu'); seed = p.seed + 3
+    b0, kept = _read_extra(src); bp, prow = _read_extra(pool)
+    seen = set(drafter_train_prompts(p)['prompt']) | {r['prompt'] for r in kept}
+    new = []
+    for r in prow[start:]:
+        if len(new) == n - n_reason: break
+        if r['prompt'] not in seen: seen.add(r['prompt']); new.append(r)
+    if len(new) < n - n_reason: raise ValueError(f'--pool {pool}: only {len(new)} unused rows from {start} on, {n - n_reason} asked: raise --reason')
+    reason, skipped = _reason_rows(n_reason, seed, seen, 'reason_grow')
+    rows = new + reason; random.Random(seed).shuffle(rows)
+    out.mkdir(parents=True, exist_ok=True)
+    b = json.dumps(dict(train=kept + rows, seed=seed, kept=dict(file=src.name, sha256=sha(b0), rows=len(kept)),
+                        pool=dict(file=pool.name, sha256=sha(bp), start=start, rows=len(new)), kinds=dict(pool=len(new), reason=len(reason)),
+                        skipped=skipped, asks=REASON_ASKS,
+                        excluded='the bundle training prompts (drafter_train_prompts(gpu)) and the kept rows; gsm_symbolic (GSM8K test templates)')).encode()
+    (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
+    print(f'{len(kept)} kept + {len(new)} pool + {len(reason)} reasoning prompts -> {out}/prompts_extra.json', skipped or '', sha(b))
 
 def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> dict:
     """Tar `members` ({name: bytes}), split the tar into out/p1/part, out/p2/part, ... of at most `part_mb` MB and write
