@@ -34,9 +34,11 @@ def first_diff(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(len(a), len(b)); d = (a[:n].cpu() != b[:n].cpu()).nonzero()
     return int(d[0]) if len(d) else n
 
-OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2', 'pack_len', 'batch', 'anchors')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2', 'pack_len', 'batch', 'anchors', 'draft_vocab')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
 # (pack_len: the training chunk length; the drafter trained on 1024-token chunks lost tau on the ~3.7K-token long prompts with full
-#  attention where a 256-token window kept it, table drafter_a6_gpu: DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 keeps the tokens per step)
+#  attention where a 256-token window kept it, table drafter_a6_gpu: DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 keeps the tokens per step;
+#  draft_vocab: the drafter's head rows, FR-Spec's frequency-ranked draft vocabulary: 16,384 leaves 1.5-1.8% of the target's GSM8K /
+#  HumanEval tokens outside it, data/results/drafter_vocab_probe.json; a stage-2 refit with another size re-picks it from the INT4 data)
 
 def sizes():
     from dataclasses import replace
@@ -293,7 +295,11 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
                     time.sleep(2)
                 time.sleep(2); s1 = load_drafter(work/'drafters'/'stage1', bf16).to(DEV).float()
                 log('stage2 starts from the other process\'s stage 1')
-            dr[k] = clone_drafter(s1).bind(int4); hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True)
+            dr[k] = clone_drafter(s1).bind(int4)
+            if dv and getattr(s1, 'd2t', None) is not None and len(s1.d2t) != dv:   # DRAFTER_DRAFT_VOCAB on a stage-2 refit: stage 2's own
+                dr[k].set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
+                log(f'stage2: draft vocabulary {len(s1.d2t)} -> {dv} rows (the INT4 data\'s most frequent tokens)')
+            hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True)
         else:
             dr[k] = fresh(d, target[DATA_OF[k]]); hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True)
         log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20)
