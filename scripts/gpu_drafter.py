@@ -962,7 +962,7 @@ def render_e2e(path: Path):
 def refit(train_f: Path, e2e_fs: list, note: str, out: Path = Path('data/results/drafter_stage2_refit_gpu.json')):
     """A stage-2 drafter trained again on its own (`train --drafters stage2`, from the committed run's stage 1) and its
     true end-to-end A/B against the committed stage 2 (`e2e` on each, back to back on one lease): one result, the
-    training record (`train_stage2.json` as the device wrote it) and each e2e file whole, keyed by drafter sha256."""
+    training record (`train_stage2.json` as the device wrote it) and each e2e file whole (the committed stage 2's first)."""
     from effqwen.core import atomic_write
     if not note: raise ValueError('refit: --note is empty: say which commands and data made the run')
     tr = json.loads(Path(train_f).read_text())
@@ -979,8 +979,8 @@ def render_refit(path: Path):
     doc = json.loads(path.read_text()); tr = doc['train']
     a4 = json.loads(Path('data/results/drafter_training_gpu.json').read_text())
     rows = []
-    for run in doc['e2e']:
-        ev, who = run['eval'], ('stage 2 of the committed A4 run' if run['drafter_sha256'].startswith(_a4_stage2_sha(a4)) else 'stage 2 refit')
+    for i, run in enumerate(doc['e2e']):                           # `refit --e2e`: the committed stage 2's run first, then the refit's
+        ev, who = run['eval'], ('stage 2 of the committed A4 run' if i == 0 else 'stage 2 refit')
         benches = [b for b in run['eval_prompts'] if run['eval_prompts'][b]]
         for k in ev:
             sp = {b: speedups(ev[k][b])['tpot'] for b in benches}
@@ -1006,11 +1006,6 @@ def render_refit(path: Path):
            + f" Run: {doc['provenance']['note']}\n\n" + provenance_line(doc) + '\n')
     md = "### A4 (refit): stage 2 on the INT4 target's answers to the reasoning prompts too, against the committed stage 2\n\n" + render_table(rows, cols) + '\n' + cap
     print(write_table('drafter_a4_refit_gpu', md, doc['provenance']['profile'])); print(md)
-
-def _a4_stage2_sha(a4: dict) -> str:
-    "The committed A4 run's stage-2 weights sha256 prefix, as its e2e runs recorded it (drafter_e2e_swa_gpu.json)."
-    sw = Path('data/results/drafter_e2e_swa_gpu.json')
-    return json.loads(sw.read_text()).get('drafter_sha256', '-')[:12] if sw.exists() else '-'
 
 ARCHIVES = {   # result -> its session-runs file, and what of each run the archive keeps
     'drafter_training_gpu': ("Earlier gpu-profile runs of drafter_training_gpu.json, newest first, in summary (per-round acceptance lengths, "
