@@ -8,6 +8,8 @@
 #          [-> tests/test_engine_gpu.py with TESTS=1, timeout TESTS_S]
 #   GPU 1: regen bf16 -> waits until latency_run's HF-eager stage is over (HF eager decoding is host-bound: a busy
 #          neighbour slows it, data/results/latency_h200_contended.json) -> train stage1 -> lossless32 (after stage 2)
+#   SOLO=1 REFIT=<dir with a run's stage1 + stage2>: regen -> train stage2 alone from that stage 1 -> packed -> e2e of the
+#          run's stage 2 then of the refit (e2e_committed.json, e2e_refit.json, train_stage2.json: gpu_drafter.py refit)
 #   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
 #          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
 #          included) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
@@ -43,12 +45,12 @@ both_over() { [ -f "$W/chain0.done" ] && [ -f "$W/chain1.done" ]; }
 mark() { echo "[$(date +%T)] $*" >> "$W/chains.log"; }
 pack_drafters() {  # the trained drafters back to this side, in $OUT-sized files: stage 2 float32 (what eval / opt reuse), stage 1 bf16
   [ -f "$W/drafters/stage2/model.safetensors" ] || return 0
-  python3 - "$W" <<'PY' && tar -cf - -C "$W" drafters_back | split -b 15m -d - "$R/drafters.tar.part" && mark "drafters packed: $(ls "$R" | grep -c drafters.tar.part) parts"
+  python3 - "$W" ${PACK:-} <<'PY' && tar -cf - -C "$W" drafters_back | split -b 15m -d - "$R/drafters.tar.part" && mark "drafters packed: $(ls "$R" | grep -c drafters.tar.part) parts"
 import sys, shutil, torch
 from pathlib import Path
 from safetensors.torch import load_file, save_file
 w = Path(sys.argv[1]); out = w/'drafters_back'; shutil.rmtree(out, ignore_errors=True)
-for k in ('stage2', 'stage1'):                # (with direct in bf16 too, over $OUT's 64 MiB)
+for k in sys.argv[2:] or ('stage2', 'stage1'):   # (with direct in bf16 too, over $OUT's 64 MiB); PACK=stage2: that one alone
     src = w/'drafters'/k
     if not (src/'model.safetensors').exists(): continue
     (out/k).mkdir(parents=True); shutil.copy(src/'config.json', out/k/'config.json')
@@ -84,6 +86,17 @@ case ${1:?start|poll|chain0|chain1} in
   solo) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"   # SOLO=1: the drafter stages in a row on one GPU
     # both targets' regen in one process, logged where poll reads the bf16 regen's log
     mark "solo regen"; $G regen --work "$W" --batch "${REGEN_BATCH:-1024}" --deadline "${REGEN_DEADLINE:-900}" > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
+    if [ -n "${REFIT:-}" ]; then   # REFIT=<dir holding a run's stage1 and stage2>: stage 2 trained again from that stage 1, then both end to end
+      mkdir -p "$W/drafters" && rm -rf "$W/drafters/stage1" "$W/drafters/stage2" && cp -r "$REFIT/stage1" "$W/drafters/stage1"
+      mark "solo refit: train stage2 from $REFIT/stage1"
+      $G train --work "$W" --drafters stage2 --deadline "${TRAIN_DEADLINE:-400}" --train-budget 100000 "${TA[@]}" > "$W/train_b.log" 2>&1; touch "$W/train_b.over"
+      cp "$W/train_stage2.json" "$R/" 2>/dev/null; PACK=stage2 pack_drafters   # (its stage 1 is the run's: $OUT takes 8 files)
+      for k in committed refit; do   # the committed stage 2 first (gpu_drafter.py refit --e2e takes them in this order)
+        d=$([ $k = committed ] && echo "$REFIT/stage2" || echo "$W/drafters/stage2"); mark "solo e2e $k"
+        OUT=$W/e2e_$k E2E_W4=0 E2E_PLAIN=0 E2E_WINDOWS=${E2E_WINDOWS:-1024,256} $G e2e --work "$W" --drafter-dir "$d" > "$W/e2e.log" 2>&1
+        cp "$W"/e2e_$k/data/results/drafter_e2e_swa*.json "$R/e2e_$k.json" 2>/dev/null   # (*: a CPU dry run's _dryrun name)
+      done
+      mark "solo done"; touch "$W/chain0.done" "$W/chain1.done"; exit 0; fi
     mark "solo train stage1,direct,stage2"
     $G train --work "$W" --drafters stage1,direct,stage2 --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
     pack_drafters
