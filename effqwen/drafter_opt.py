@@ -194,13 +194,12 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
                       prompt_len:int, # P
                       block_size:int|None=None, # B: rows verified per round (default: the drafter's block)
                       stop_token_ids:list[int]|None=None,
-                      whole_block:bool=False, # draft the drafter's whole block and verify the first B−1 drafts (the
-                                              # engine's `StaticDrafter`, which does so on every round, the last ones
-                                              # too, at any `Engine(block_size=B)`), not a block of B
+                      whole_block:bool=True, # draft the drafter's whole block and verify the first B−1 drafts, as both
+                                             # loops do on every round (False: a block of B, shorter on a last round)
                      )->list[int]:
-    """Acceptance lengths per round that greedy `speculative_generate` would give with `drafter` on this continuation
-    (`effqwen.dflash`'s loop: a last round with fewer than B tokens left drafts a shorter block); with `whole_block`,
-    the engine's loop (`effqwen.engine.speculative_generate`)."""
+    """Acceptance lengths per round that greedy speculative decoding (`effqwen.specdec.speculative_generate`, and the
+    engine's `effqwen.engine.speculative_generate` with its `StaticDrafter`) would give with `drafter` on this
+    continuation."""
     B, T, P = block_size or drafter.cfg.block_size, ids.shape[1], prompt_len
     max_new, stops = T - P, set(stop_token_ids or [])
     y, cache, lens = ids[0].tolist(), DraftCache(), []

@@ -191,7 +191,12 @@ def speculative_generate(target, # transformers causal LM (dense or hybrid Qwen3
     while ids.shape[1] - P < max_new_tokens and not stopped:
         start, bs = ids.shape[1] - 1, min(B, max_new_tokens - (ids.shape[1] - P))
         ta = _sync(dev)
-        draft, q = prop.propose(ids, ctx_new, bs - 1, temperature, top_p, generator) if bs > 1 else (ids.new_zeros(0), None)
+        # the drafter drafts its whole block on every round (as DFlash's loop and the engine's StaticDrafter do), the
+        # last ones and a verify width B below its block too, and the first bs - 1 drafts are verified: a block with
+        # fewer masks than it trained on is another input, with other drafts
+        draft, q = (prop.propose(ids, ctx_new, max(bs, prop.block_size) - 1, temperature, top_p, generator) if bs > 1
+                    else (ids.new_zeros(0), None))
+        draft, q = draft[:bs - 1], (q[:bs - 1] if q is not None else None)
         block = torch.cat([ids[:, -1:], draft.view(1, -1).to(dev)], 1)
         tb = _sync(dev)
         snap = snapshot_recurrent(cache) if bs > 1 else []
