@@ -88,7 +88,7 @@ def loop_check(a):
     """Is the replay the engine's loop? On the first -n GSM8K and HumanEval prompts (float32, the INT4 target's greedy
     continuation), the acceptance lengths of every round of the engine's speculative decoding (`Engine` +
     `StaticDrafter`, fused and plain step, the default pipelined loop) against `replay_acceptance` drafting a shorter
-    last block (effqwen.dflash's loop) and drafting the whole block on every round (`whole_block=True`)."""
+    last block (`whole_block=False`: the reference loop until session 23) and drafting the whole block on every round (`whole_block=True`)."""
     from effqwen.core import write_result, get_profile
     from effqwen.drafter_opt import replay_acceptance
     from effqwen.engine import Engine, StaticDrafter, speculative_generate as eng_spec

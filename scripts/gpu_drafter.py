@@ -721,12 +721,13 @@ def render_opt(path: Path):
     lc = path.with_name('drafter_replay_engine_check.json')       # the engine's loop vs both replays, on the CPU
     lc = json.loads(lc.read_text()) if lc.exists() else None
     why = ('' if wb or all(chk.values()) or not lc else
-           f" (this replay drafted a shorter block on a last round with fewer tokens left, as `effqwen.dflash`'s loop does; the engine drafts its "
+           f" (this replay drafted a shorter block on a last round with fewer tokens left, as the reference loop `effqwen.specdec` did until "
+           f"session 23; the engine drafts its "
            f"whole block on every round: on {len(lc['rows'])} GSM8K / HumanEval prompts the engine's loop equals the whole-block replay round for "
            f"round on {sum(r['fused_equals_replay_whole_block'] for r in lc['rows'])} and this replay on "
            f"{sum(r['fused_equals_replay'] for r in lc['rows'])}, the first difference within the last "
            f"{max(r['fused_rounds'] - r['fused_first_different_round'] for r in lc['rows'] if r['fused_first_different_round'] is not None)} rounds "
-           f"(`drafter_replay_engine_check.json`, CPU float32); `opt` now replays the whole block)")
+           f"(`drafter_replay_engine_check.json`, CPU float32); `opt` and `replay_acceptance` now replay the whole block)")
     cap5 = (f"Stage-2 drafter ({doc['drafter']['num_hidden_layers']} layers), measured at git `{doc['provenance']['git_sha'][:12]}`, against the QAD INT4 SmolLM2 target; τ replayed on the "
             f"target's greedy continuation (float32, TF32 off) of {', '.join(f'{b} {n}' for b, n in ev['prompts'].items())} prompts × {ev['new_tokens']} "
             f"tokens{', drafting the whole block every round as the engine does' if wb else ''}; the replay equals a real engine run on the first prompt of each benchmark: "
