@@ -664,7 +664,7 @@ def opt(work: Path, out: Path, n_bench: int, n_long: int):
     timings['continuations'] = time.time() - t
     tau = lambda L: sum(L) / max(1, len(L))
     # whole_block: the engine's StaticDrafter drafts its whole block on every round, the last ones too (fewer tokens left
-    # than the block), so the replay does; drafting fewer masks there changes the tail rounds (scripts/replay_engine_check.py)
+    # than the block), so the replay does; drafting fewer masks there changes the tail rounds (drafter_domain_probe.py loop)
     t = time.time(); lens = {m: {b: [] for b in bench} for m in drafters}
     for b, xs in bench.items():
         for x, (full, f) in zip(xs, conts[b]):
@@ -991,7 +991,7 @@ def render_refit(path: Path):
     cols = ([('drafter', 'drafter', '{}'), ('attn', 'attention', '{}')] + [(f'tau_{b}', f'τ {b}', '{:.2f}') for b in benches]
             + [('tau_all', 'τ all', '{:.2f}')] + [(f'x_{b}', f'speedup {b}', '{:.2f}x') for b in benches] + [('mean3', 'mean of 3', '{:.2f}x'), ('date', 'run (UTC)', '{}')])
     d = tr['data']['int4']; hc = tr.get('held_curve', {}).get('stage2')
-    cap = (f"Stage 2 trained again from the committed run's stage 1 (its bf16 copy, `.devsite/drafters_s22`) on {d['conversations']:,} INT4-target "
+    cap = (f"Stage 2 trained again from the committed run's stage 1 (its bf16 copy, as `gpu_session.sh` packs it) on {d['conversations']:,} INT4-target "
            f"conversations ({d['response_tokens']:,} response tokens; the committed stage 2 had "
            f"{a4['train']['data']['int4']['conversations']:,}), with the {d['extra_prompts']['used']:,} extra prompts' answers "
            f"(reasoning-gym step-by-step included); {tr['steps']['stage2']:,} steps of the profile's {tr['profile_steps']['stage2']:,} "
