@@ -1379,7 +1379,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             gu = _norm_in_linear(L.mlp_in, h) if isinstance(h, tuple) else lin(L.mlp_in, h)
             pending = L.mlp_out.forward_swiglu(gu) if swiglu_mv and L.swiglu_mv else product(L.mlp_out, act(gu))
     x, h = addnorm(x, pending, self.final_norm)
-    taps[c.n_layers - 1] = x
+    taps[c.n_layers - 1] = h   # the last layer's tap after the final norm, as transformers' `hidden_states[-1]` holds it
     if self.tap_layers:
         feats = torch.cat([taps[i] for i in self.tap_layers], -1)
         if mode == 'prefill': self._prefill_feats = feats
