@@ -210,7 +210,7 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
         bs = min(B, max_new - n)
         a = 0
         if bs > 1:
-            draft, _ = drafter.propose(ids[0, s:s + 1], feats[:, cache.length:s], cache, drafter.cfg.block_size - 1 if whole_block else bs - 1)
+            draft, _ = drafter.propose(ids[0, s:s + 1], feats[:, cache.length:s], cache, max(bs, drafter.cfg.block_size) - 1 if whole_block else bs - 1)
             a = int((draft[:bs - 1] == ids[0, s + 1:s + bs]).cumprod(0).sum())
         new = y[s + 1:s + a + 2]
         hit = [i for i, t in enumerate(new) if t in stops]

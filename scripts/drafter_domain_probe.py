@@ -58,11 +58,11 @@ def _continuation(int4, d, tok, x, new):
         top = o.logits[0, x.shape[1] - 1:-1].float().softmax(-1).topk(2, -1).values   # at each generated token
     return full, f, top
 
-def _replay(int4, d, tok, x, new):
+def _replay(int4, d, tok, x, new, whole_block=True):
     "Acceptance lengths of drafter d replayed on the target's greedy continuation of prompt x, and the target's top-2 probabilities there."
     from effqwen.drafter_opt import replay_acceptance
     full, f, top = _continuation(int4, d, tok, x, new)
-    return replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id]), top
+    return replay_acceptance(d, full, f, x.shape[1], stop_token_ids=[tok.eos_token_id], whole_block=whole_block), top
 
 def verify_widths(a):
     """τ when the engine verifies fewer rows than the drafter's block: GSM8K and HumanEval replayed at each of --widths
@@ -211,7 +211,8 @@ def same_drafter(a):
     G, int4, tok, d, pr, sha = _load(a)
     opt = json.loads(Path('data/results/drafter_opt_gpu.json').read_text())
     ref, L = opt['a5_lengths']['unquantized']['gsm8k'], []
-    for x in pr['bench']['gsm8k'][:a.check]: L += _replay(int4, d, tok, torch.tensor(x)[None], opt['eval']['new_tokens'])[0]
+    wb = opt.get('replay_whole_block', False)                      # replayed as that run replayed (before session 23: a shorter last block)
+    for x in pr['bench']['gsm8k'][:a.check]: L += _replay(int4, d, tok, torch.tensor(x)[None], opt['eval']['new_tokens'], wb)[0]
     diff = next((i for i, (u, v) in enumerate(zip(L, ref)) if u != v), None)
     doc = dict(prompts=a.check, rounds=len(L), equal=L == ref[:len(L)], first_different_round=diff, drafter=dict(path=a.drafter, sha256=sha),
                against=f"drafter_opt_gpu.json a5_lengths.unquantized.gsm8k (git {opt['provenance']['git_sha'][:12]})", command=' '.join(sys.argv),

@@ -994,8 +994,9 @@ def render_refit(path: Path):
     cap = (f"Stage 2 trained again from the committed run's stage 1 (its bf16 copy, as `gpu_session.sh` packs it) on {d['conversations']:,} INT4-target "
            f"conversations ({d['response_tokens']:,} response tokens; the committed stage 2 had "
            f"{a4['train']['data']['int4']['conversations']:,}), with the {d['extra_prompts']['used']:,} extra prompts' answers "
-           f"(reasoning-gym step-by-step included); {tr['steps']['stage2']:,} steps of the profile's {tr['profile_steps']['stage2']:,} "
-           f"(the command's deadline), lr {tr['sizes']['lr2']}, {tr['precision']}, {tr['step_ms']:.0f} ms per step ({tr['attention']}). "
+           f"(reasoning-gym step-by-step included); {tr['steps']['stage2']:,} steps"
+           + (f" of the profile's {tr['profile_steps']['stage2']:,} (the command's deadline)" if tr['steps']['stage2'] < tr['profile_steps']['stage2'] else '')
+           + f", lr {tr['sizes']['lr2']}, {tr['precision']}, {tr['step_ms']:.0f} ms per step ({tr['attention']}). "
            f"Held-out chunks ({d['held_out']}): block τ {tr['block_accuracy']['stage2']['held_out']['tau']:.2f}, walk τ "
            f"{tr['block_accuracy']['stage2']['held_out']['walk_tau']:.2f}"
            + (f"; held-out loss {hc[0][1]:.3f} at step {hc[0][0]}, "
