@@ -18,16 +18,17 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
            'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
-           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
-           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
-           'attn_partials', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
+           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS',
+           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_argmax',
+           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
+           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1039,6 +1040,136 @@ def attn_partials(Hkv:int, NS:int, BR:int, D:int, device)->tuple:
     return (torch.empty(Hkv * NS * BR, device=device), torch.empty(Hkv * NS * BR, device=device),
             torch.empty(Hkv * NS * BR * D, device=device))
 
+# %% ../nbs/16_engine.ipynb #aa1b909c
+HEAD_BLOCK = 2048   # INT8 logits per program of `ArgmaxHead`'s pick kernel (Qwen3.5's 248320: 122 programs a row)
+HEAD_SCR = 64       # candidates a pick program lists and rescores from its block; past that it rescores the whole block
+
+if triton is not None:
+    @triton.jit
+    def _round_as(acc, dt: tl.constexpr):
+        """float32 values rounded to dt, nearest even, and back to float32; bf16 in integer arithmetic (Triton's interpreter
+        truncates in `.to(tl.bfloat16)`, whatever rounding is asked; the GPU rounds to nearest even either way)."""
+        if dt == tl.float32:
+            return acc
+        elif dt == tl.bfloat16:
+            b = acc.to(tl.int32, bitcast=True)
+            return ((b + 0x7FFF + ((b >> 16) & 1)) & -65536).to(tl.float32, bitcast=True)
+        else:
+            return acc.to(dt).to(tl.float32)
+
+    @triton.jit
+    def _exact_logits(w_ptr, hrow_ptr, r, ok, K, CB: tl.constexpr, BK: tl.constexpr):
+        "Rows r (CB lanes, masked by ok) of the head times h: float32 sums rounded to the weight's dtype; -inf where not ok."
+        acc = tl.zeros([CB], tl.float32)
+        for k0 in range(0, K, BK):
+            k = k0 + tl.arange(0, BK); km = k < K
+            hv = tl.load(hrow_ptr + k, mask=km, other=0.0).to(tl.float32)
+            w = tl.load(w_ptr + r[:, None].to(tl.int64) * K + k[None, :], mask=ok[:, None] & km[None, :], other=0.0)
+            acc += tl.sum(w.to(tl.float32) * hv[None, :], 1)
+        return tl.where(ok, _round_as(acc, w_ptr.dtype.element_ty), float('-inf'))
+
+    @triton.jit
+    def _head_pick_kernel(z_ptr, e_ptr, emax_ptr, zmax_ptr, NL, h_ptr, w_ptr, scr_ptr, pv_ptr, pi_ptr, V, K, P,
+                          BLOCK: tl.constexpr, KP: tl.constexpr, NLP: tl.constexpr, SCR: tl.constexpr, CB: tl.constexpr,
+                          BK: tl.constexpr, PDL: tl.constexpr = False):
+        """Program (t, p), columns [p·BLOCK, (p+1)·BLOCK): the threshold lo = max over the GEMV's programs g of
+        zmax[t, g] − ‖h_t‖·emax[g] (a lower bound of t's largest exact logit); the rows whose upper bound reaches it; their
+        exact logits; the best (value, first index) to pv / pi[t, p], the partials `_argmax_final_kernel` reduces."""
+        _pdl_enter(PDL)
+        t = tl.program_id(0); p = tl.program_id(1)
+        hrow = h_ptr + t * K
+        k = tl.arange(0, KP)
+        hv = tl.load(hrow + k, mask=k < K, other=0.0).to(tl.float32)
+        hn = tl.sqrt(tl.sum(hv * hv, 0))
+        g = tl.arange(0, NLP); gm = g < NL
+        lo = tl.max(tl.load(zmax_ptr + t * NL + g, mask=gm, other=float('-inf')) - hn * tl.load(emax_ptr + g, mask=gm, other=0.0), 0)
+        o = p * BLOCK + tl.arange(0, BLOCK); m = o < V
+        z = tl.load(z_ptr + t.to(tl.int64) * V + o, mask=m, other=0.0).to(tl.float32)
+        e = tl.load(e_ptr + o, mask=m, other=0.0)
+        c = (m & (z + tl.abs(z) * 0.00390625 + hn * e >= lo - tl.abs(lo) * 0.0078125)).to(tl.int32)   # z in bf16: 2^-8; ties: 2^-7
+        n = tl.sum(c, 0)
+        bv = tl.max(tl.full([CB], float('-inf'), tl.float32), 0)
+        bi = tl.min(tl.full([CB], 0, tl.int32), 0)
+        if n > 0:
+            if n <= SCR:   # list the block's candidates (in index order), then rescore them CB at a time
+                base = scr_ptr + (t * P + p) * SCR
+                tl.store(base + tl.cumsum(c, 0) - 1, o, mask=c > 0)
+                tl.debug_barrier()
+                for i0 in range(0, n, CB):
+                    lane = i0 + tl.arange(0, CB); ok = lane < n
+                    r = tl.load(base + lane, mask=ok, other=0)
+                    v = _exact_logits(w_ptr, hrow, r, ok, K, CB, BK)
+                    mx = tl.max(v, 0); ix = tl.min(tl.where(v == mx, r, V), 0)
+                    take = mx > bv                                   # strict: earlier chunks hold lower indices
+                    bv = tl.where(take, mx, bv); bi = tl.where(take, ix, bi)
+            else:          # more candidates than slots: every row of the block
+                for i0 in range(0, BLOCK, CB):
+                    r = p * BLOCK + i0 + tl.arange(0, CB); ok = r < V
+                    v = _exact_logits(w_ptr, hrow, r, ok, K, CB, BK)
+                    mx = tl.max(v, 0); ix = tl.min(tl.where(v == mx, r, V), 0)
+                    take = mx > bv
+                    bv = tl.where(take, mx, bv); bi = tl.where(take, ix, bi)
+        tl.store(pv_ptr + t * P + p, bv); tl.store(pi_ptr + t * P + p, bi)
+
+class ArgmaxHead(nn.Module):
+    """An LM head that gives the argmax of the BF16 head's logits (greedy decoding, verification) from INT8 weights plus
+    an exact rescoring of the few rows the INT8 logits cannot rule out. Forward (the torch path) returns the BF16 logits."""
+    def __init__(self, linear:nn.Linear, # the BF16 head (kept by reference for the rescoring; a tied head shares the embedding)
+                 block_n:int=64, # rows per program of the W8A16 GEMV (its row maxima bound the threshold)
+                ):
+        super().__init__()
+        from effqwen.kernels import w8a16_quantize
+        if linear.bias is not None: raise ValueError('ArgmaxHead takes a head without bias (LM heads have none)')
+        w = linear.weight.detach()
+        if w.dtype not in (torch.bfloat16, torch.float16, torch.float32): raise ValueError(f'head weight dtype {w.dtype}: bf16, fp16 or fp32')
+        self.out_features, self.in_features = w.shape
+        self.weight, self.block_n = w, block_n   # (the weight is not a buffer: the model's tensor, not a copy in the state dict)
+        q, s = w8a16_quantize(w, torch.bfloat16)
+        err = torch.empty(w.shape[0], dtype=torch.float32, device=w.device)
+        for i in range(0, w.shape[0], 16384):   # ‖W_n − s_n q_n‖ in float64, inflated for float32 sums and ‖h‖ (see above)
+            d = q[i:i + 16384].double() * s[i:i + 16384].double()[:, None]
+            err[i:i + 16384] = ((w[i:i + 16384].double() - d).norm(dim=1) * (1 + 2**-10) + d.norm(dim=1) * 2**-12).float()
+        emax = F.pad(err, (0, -len(err) % block_n)).view(-1, block_n).amax(1)   # the largest error of each GEMV program's rows
+        self.register_buffer('weight_codes', q); self.register_buffer('weight_scale', s)
+        self.register_buffer('err', err); self.register_buffer('err_max', emax.contiguous())
+        self._scratch = None
+
+    @classmethod
+    def from_linear(cls, linear:nn.Linear, **kw): return cls(linear, **kw)
+
+    def forward(self, h): return F.linear(h, self.weight)
+
+    def setup(self, rows:int, device):
+        "Scratch for steps of up to `rows` rows: INT8 logits (bf16), the GEMV programs' row maxima, candidate slots, partials."
+        V, P = self.out_features, -(-self.out_features // HEAD_BLOCK)
+        self._scratch = (torch.empty(rows, V, dtype=torch.bfloat16, device=device), torch.empty(rows, len(self.err_max), device=device),
+                         torch.empty(rows * P * HEAD_SCR, dtype=torch.int32, device=device),
+                         torch.empty(rows * P, device=device), torch.empty(rows * P, dtype=torch.int32, device=device))
+
+    def argmax_into(self, h:torch.Tensor, # (T, K) final-normed hidden rows (the head's input)
+                    next_tok:torch.Tensor, # (>= T,) int64: row t's token is written to next_tok[t]
+                    pos=None, tok=None, out_ids=None, # decode (T = 1): the bookkeeping of `fused_argmax`
+                   ):
+        "next_tok[:T] = argmax of the BF16 logits of h: the kernels (CUDA or TRITON_INTERPRET), else the torch reference."
+        from effqwen.kernels import w8a16_matmul
+        h = h.contiguous(); T, K = h.shape
+        if K != self.in_features: raise ValueError(f'h has {K} features, the head {self.in_features}')
+        dec = pos is not None
+        if dec and T != 1: raise ValueError(f'argmax_into with the decode bookkeeping takes one row, got {T}')
+        if triton is None or not (h.is_cuda or _INTERPRET):
+            next_tok[:T].copy_(self(h).argmax(-1))
+            if dec: pos.add_(1); tok[:1].copy_(next_tok[:1]); out_ids.index_copy_(0, pos, next_tok[:1])
+            return
+        if self._scratch is None or self._scratch[0].shape[0] < T: self.setup(T, h.device)
+        z, zmax, scr, pv, pi = self._scratch
+        V, P, KP = self.out_features, -(-self.out_features // HEAD_BLOCK), _np2(K)
+        w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:T], rowmax=zmax)
+        _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, zmax.shape[1], h, self.weight, scr, pv, pi, V, K, P, BLOCK=HEAD_BLOCK,
+                                  KP=KP, NLP=_np2(zmax.shape[1]), SCR=HEAD_SCR, CB=4, BK=min(4096, KP), num_warps=8, **_pdl(h))   # (a row's K in one load)
+        _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
+                                   BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(h))
+
+
 # %% ../nbs/16_engine.ipynb #8aa0413d
 def _detach(t): return None if t is None else t.detach()
 
@@ -1139,6 +1270,8 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     P = -(-c.vocab_size // ARGMAX_BLOCK)                               # `fused_argmax`'s partials (B rows)
     self._addnorm = (torch.empty(c.hidden_size, device=dev, dtype=torch.float32), torch.zeros(1, device=dev, dtype=torch.int32))   # NORM_EPILOGUE's sums + counter (NORM_SPLIT: the sums)
     self._amax = (torch.empty(B * P, device=dev, dtype=torch.float32), torch.empty(B * P, device=dev, dtype=torch.int32))
+    self._argmax_only = self.fused and isinstance(self.head, ArgmaxHead)   # its fused steps write tokens, not `logits`
+    if isinstance(self.head, ArgmaxHead): self.head.setup(B, dev)
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
     self.taps = torch.zeros(B, len(self.tap_layers) * c.hidden_size, device=dev, dtype=dt)
     self.prefill_ids = torch.zeros(max_seq_len, dtype=torch.long, device=dev)   # a padded prompt (`prefill_padded`)
@@ -1385,6 +1518,9 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         if mode == 'prefill': self._prefill_feats = feats
         else: self.taps[:T].copy_(feats)
     if mode == 'prefill': h = h[-1:] if n_real is None else h.index_select(0, n_real - 1)
+    if fz and isinstance(self.head, ArgmaxHead):   # the BF16 head's argmax from INT8 weights (no logits: `logits` is not written)
+        self.head.argmax_into(h, self.next_tok, *((self.pos, self.tok, self.out_ids) if mode == 'decode' else ()))
+        return
     logits = self.head(h)
     self.logits[:logits.shape[0]].copy_(logits)
     if fz and FUSED_ARGMAX:   # argmax (and the decode bookkeeping) in two Triton kernels
@@ -1508,7 +1644,8 @@ Engine.prefill_padded, Engine.drop_prefill_graphs = _prefill_padded, _drop_prefi
 @torch.no_grad()
 def _prefill(self:Engine, input_ids:torch.Tensor, # (1, P) or (P,) prompt
             ):
-    "Reset, run the prompt; returns the last row's logits (V,). The greedy next token is ready in `tok[0]`."
+    """Reset, run the prompt; returns the last row's logits (V,) (None for the fused steps of an `ArgmaxHead`, which
+    compute the token alone). The greedy next token is ready in `tok[0]`."""
     ids = input_ids.reshape(-1).to(self.device)
     if input_ids.dim() == 2 and input_ids.shape[0] != 1: raise ValueError(f'input_ids has batch {input_ids.shape[0]}: the engine decodes one sequence (batch 1)')
     P = ids.shape[0]
@@ -1519,17 +1656,17 @@ def _prefill(self:Engine, input_ids:torch.Tensor, # (1, P) or (P,) prompt
     else: self._run(P, 'prefill', ids)
     self.pos.fill_(P); self.length = P
     self.tok[:1].copy_(self.next_tok[:1]); self.out_ids[P:P + 1].copy_(self.next_tok[:1])
-    return self.logits[0]
+    return None if self._argmax_only else self.logits[0]
 
 def _check_room(self:Engine, n:int):
     if self.length + n > self.max_seq_len:
         raise ValueError(f'{self.length} + {n} tokens exceed max_seq_len={self.max_seq_len}: call setup() with a larger max_seq_len')
 
 def _decode_one_token(self:Engine)->torch.Tensor:
-    "Feed `tok[0]` (the last token) and return the logits (V,) of the next; its argmax is fed next time."
+    "Feed `tok[0]` (the last token) and return the logits (V,) of the next (None with an `ArgmaxHead`); its argmax is fed next time."
     self._check_room(1)
     self._step('decode'); self.length += 1
-    return self.logits[0]
+    return None if self._argmax_only else self.logits[0]
 
 def _decode_n_tokens(self:Engine, n:int)->torch.Tensor:
     "n greedy decode steps chained on the device; returns the n new tokens (n,) (one sync at the end)."
@@ -1541,13 +1678,14 @@ def _decode_n_tokens(self:Engine, n:int)->torch.Tensor:
 
 def _verify(self:Engine, block:torch.Tensor, # (B,) tokens: the last committed token, then B-1 drafts
            )->torch.Tensor:
-    "Target logits at every block row (B, V) in one step; states keep the pre-block values until `commit`."
+    """Target logits at every block row (B, V) in one step (None with an `ArgmaxHead`: its tokens are in `next_tok`);
+    states keep the pre-block values until `commit`."""
     B = self.block_size
     if block.numel() != B: raise ValueError(f'block has {block.numel()} tokens, the engine verifies blocks of block_size={B}: pad the drafts')
     self._check_room(B)
     self.tok.copy_(block.reshape(-1))
     self._step('verify')
-    return self.logits
+    return None if self._argmax_only else self.logits
 
 def _commit(self:Engine, n:int # block tokens to keep (1..B): the anchor and the accepted drafts
            ):
@@ -2021,7 +2159,7 @@ def reference_drafter_config(target, # the (Qwen3.5-4B-shaped) target model
 def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SHAPES (random weights, on the GPU)
                       settings=(('short', 64, 128), ('medium', 2048, 256), ('long', 8192, 256)), # (name, prompt, new)
                       block_size:int=16, # verify block B
-                      variants=(('bf16', False), ('w4a16', False), ('bf16', True), ('w4a16', True), ('w4a16_head8', False)), # (linears, compile); w4a16_head8: + INT8 head
+                      variants=(('bf16', False), ('w4a16', False), ('bf16', True), ('w4a16', True), ('w4a16_head8', False), ('w4a16_argmax8', False)), # (linears, compile); w4a16_head8: + INT8 head; w4a16_argmax8: + `ArgmaxHead`
                       group_size:int=128, # W4A16 group
                       check_tokens:int=32, # greedy tokens compared with HF on the first setting's prompt
                       hf_decode_tokens:int=12, # HF eager decode steps timed per setting
@@ -2108,7 +2246,8 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
     def engine(kind, comp):
         key = f"{kind}{'_compiled' if comp else ''}"
         convert = None if kind == 'bf16' else (lambda l: W4A16Linear.from_float(l, group_size=group_size))
-        head = W8A16Linear.from_float if kind == 'w4a16_head8' else (w4_head and convert is not None)   # the INT8 head option
+        head = (W8A16Linear.from_float if kind == 'w4a16_head8' else ArgmaxHead.from_linear if kind == 'w4a16_argmax8'   # the INT8 head option; the exact argmax from INT8
+                else (w4_head and convert is not None))
         _peak_gb(reset=True)
         t = sync(); eng = Engine(m, max_seq_len=Lmax, block_size=block_size, convert=convert, compile=comp, fused=fused,
                                  convert_head=head); build = sync() - t
@@ -2117,6 +2256,8 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                                       linear_gb=_weight_bytes(eng.linears()) / 2**30, step_gb=_weight_bytes(eng.linears(), step=True) / 2**30)
         out = eng.generate(st.ids[P0], check_tokens)
         if kind == 'w4a16': st.w4_tokens = out.clone()
+        if kind == 'w4a16_argmax8' and st.w4_tokens is not None:   # the same model as the W4A16 engine: its greedy tokens
+            r['greedy_match_w4a16'] = _prefix_match(out, st.w4_tokens); r['greedy_identical_w4a16'] = bool(torch.equal(out.cpu(), st.w4_tokens.cpu()))
         if st.ref is not None and kind == 'bf16':
             r['greedy_match_hf'] = _prefix_match(out, st.ref)
             r['greedy_identical_hf'] = bool(torch.equal(out.cpu(), st.ref.cpu()))

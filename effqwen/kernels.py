@@ -1374,8 +1374,10 @@ if triton is not None:
     @_jit
     def _w8a16_kernel(x_ptr, w_ptr, s_ptr, y_ptr, M, N, K,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr,
-                      PDL: tl.constexpr = False):
-        "y[M, N] = (x · Wᵀ) · s for int8 W (N, K) with one scale per row; grid (N / BLOCK_N, M / BLOCK_M)."
+                      PDL: tl.constexpr = False, mx_ptr=None, ROWMAX: tl.constexpr = False):
+        """y[M, N] = (x · Wᵀ) · s for int8 W (N, K) with one scale per row; grid (N / BLOCK_N, M / BLOCK_M). ROWMAX: also
+        mx[m, p] = the max of y[m, :] over this program's BLOCK_N columns (`effqwen.engine.ArgmaxHead` bounds the exact
+        logits from them)."""
         rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nm = rn < N
         rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M); mm = rm < M
         _pdl_wait(PDL)
@@ -1389,26 +1391,38 @@ if triton is not None:
             else: acc = tl.dot(x, tl.trans(w.to(x.dtype)), acc)
         _pdl_launch(PDL)
         s = tl.load(s_ptr + rn, mask=nm, other=0.0).to(tl.float32)
-        tl.store(y_ptr + rm[:, None] * N + rn[None, :], (acc * s[None, :]).to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
+        y = acc * s[None, :]
+        tl.store(y_ptr + rm[:, None] * N + rn[None, :], y.to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
+        if ROWMAX:
+            tl.store(mx_ptr + rm * tl.num_programs(0) + tl.program_id(0), tl.max(tl.where(nm[None, :], y, float('-inf')), 1), mask=mm)
 
 def w8a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
                  weight:torch.Tensor, # (N, K) int8 codes
                  scale:torch.Tensor, # (N,) per-row scales
                  block_n:int=64, block_k:int=256, num_warps:int=4, num_stages:int=4,
-                )->torch.Tensor: # (M, N) in x's dtype
+                 out:torch.Tensor|None=None, # (M, N) output to write (any float dtype; the kernel path only)
+                 rowmax:torch.Tensor|None=None, # (>= M, ceil(N / block_n)) float32: rowmax[m, p] = max of y[m] over program p's block_n columns (kernel path only)
+                )->torch.Tensor: # (M, N) in x's dtype (`out` if given)
     "`x @ (scale · codes)ᵀ`: the Triton kernel on CUDA (or under TRITON_INTERPRET=1), the torch reference otherwise."
     M, N, K = check_w8a16(x, weight, scale)
-    if not _use_triton(x): return w8a16_mm_ref(x, weight, scale)
-    y = torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
-    if M == 0 or N == 0: return y.to(x.dtype)
+    if not _use_triton(x):
+        if out is not None or rowmax is not None: raise ValueError('w8a16_matmul: out= and rowmax= need the Triton kernel (a CUDA device, or TRITON_INTERPRET=1)')
+        return w8a16_mm_ref(x, weight, scale)
+    if out is not None and (tuple(out.shape) != (M, N) or not out.is_contiguous()): raise ValueError(f'out must be a contiguous ({M}, {N}) tensor, got {tuple(out.shape)}')
+    if rowmax is not None and (rowmax.dim() != 2 or rowmax.shape[0] < M or rowmax.shape[1] != triton.cdiv(N, block_n) or not rowmax.is_contiguous()
+                               or rowmax.dtype != torch.float32):
+        raise ValueError(f'rowmax must be a contiguous (>= {M}, {triton.cdiv(N, block_n)}) float32 tensor, got {tuple(rowmax.shape)} {rowmax.dtype}')
+    y = out if out is not None else torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
+    if M == 0 or N == 0: return y if out is not None else y.to(x.dtype)
     bm = 16 if M <= 16 else 64
     if K % 16: raise ValueError(f'K={K}: the W8A16 kernel takes K a multiple of 16')
     bk = min(block_k, triton.next_power_of_2(K))
     pdl = dict(PDL=True, launch_pdl=True) if pdl_on(x.device) else {}
     _w8a16_kernel[(triton.cdiv(N, block_n), triton.cdiv(M, bm))](x, weight, scale, y, M, N, K, BLOCK_M=bm, BLOCK_N=block_n, BLOCK_K=bk,
                                                                  DOT_F32=_INTERPRET or x.dtype == torch.float32, num_warps=num_warps,
-                                                                 num_stages=1 if _INTERPRET else num_stages, **pdl)
-    return y.to(x.dtype)
+                                                                 num_stages=1 if _INTERPRET else num_stages, **pdl,
+                                                                 **({} if rowmax is None else dict(mx_ptr=rowmax, ROWMAX=True)))
+    return y if out is not None else y.to(x.dtype)
 
 @torch.library.custom_op('effqwen::w8a16_mm', mutates_args=())
 def w8a16_mm(x:torch.Tensor, weight:torch.Tensor, scale:torch.Tensor)->torch.Tensor:

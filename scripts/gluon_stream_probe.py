@@ -18,6 +18,8 @@ three ways in one run:
                                                        # with / without requesting the next call's weights into L2
     python scripts/gluon_stream_probe.py boundary [--out DIR]   # GPU -> data/results/kernel_boundary_probe_h200.json: µs per call
                                                        # back to back against the bytes per call (fixed cost per kernel)
+    python scripts/gluon_stream_probe.py split [--out DIR]   # GPU -> data/results/kernel_split_probe_h200.json: split-K of the
+                                                       # plain products, every (WK, DEPTH) x slices, M = 1 and 16, chain + PDL
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
@@ -290,7 +292,51 @@ def render():
                                                        for k, f in bd['fits'].items()) + '.', '', bd['note'], '', provenance_line(bd)]
     print(write_table('kernel_boundary_probe', '\n'.join(lines), bd['provenance']['profile']))
 
+SPLIT_NAME = 'kernel_split_probe_h200'
+SPLIT_SHAPES = [(2560, 9216), (2560, 4096)]   # the engine's plain products with the fewest CTAs (160 row blocks: 1.2 per SM)
+
+def split(out: str | None):
+    """Split-K of the fragment kernel (`w4a16_fragment_matmul(split=S)`: K in S slices, one CTA each, the last adds the
+    partials) at the engine's plain products, M = 1 and 16: every (WK, DEPTH) x S that divides K, back to back under PDL
+    (`_chain_us`, CHAIN weight copies); error against the float32 product of the same codes (Marlin's mean relative error)."""
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    pdl_default = Kn.PDL; Kn.PDL = True
+    try:
+        for N, K in SPLIT_SHAPES:
+            ws = [_w4_copy(N, K) for _ in range(CHAIN)]
+            Wf = G.w4_fragment_dequantize(*ws[0])
+            for M in (1, 16):
+                x, y = torch.randn(M, K, device='cuda').to(torch.bfloat16), torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
+                ref = x.float() @ Wf.T
+                d = G.fragment_config('w4a16', M, N, K, x.device)
+                row = dict(N=N, K=K, M=M, default=list(d), configs={})
+                for WK, D in sorted({(d[0], d[2]), (4, 1), (8, 1)}):
+                    for S in (1, 2, 3, 4):
+                        if K % (128 * WK * S) or (D == 0 and 8 * K // S > G._SMEM_MAX) or (D == 1 and K // (WK * S) > 2304): continue
+                        c, r = (WK, 1, D), {}
+                        try:
+                            G.w4a16_fragment_matmul(x, ws[0][0], ws[0][1], c, out=y, split=S); torch.cuda.synchronize()
+                            r['rel_err'] = float((y.float() - ref).abs().mean() / ref.abs().mean())
+                            y.zero_(); G.w4a16_fragment_matmul(x, ws[0][0], ws[0][1], c, out=y, split=S); torch.cuda.synchronize()   # (counters reset: same again)
+                            r['again_equal'] = bool(((y.float() - ref).abs().mean() / ref.abs().mean()) == r['rel_err'])
+                            r['chain+pdl'] = _chain_us([lambda i=i: G.w4a16_fragment_matmul(x, ws[i][0], ws[i][1], c, out=y, split=S) for i in range(CHAIN)])
+                        except Exception: r['error'] = traceback.format_exc()[-600:]
+                        row['configs'][f'wk{WK} d{D} s{S}'] = r
+                ok = {k: v['chain+pdl'] for k, v in row['configs'].items() if 'chain+pdl' in v and v['rel_err'] < 1e-3}
+                if ok: row['best'] = min(ok, key=ok.get)
+                s1 = {k: v for k, v in ok.items() if k.endswith(' s1')}
+                if s1: row['best_unsplit'] = min(s1, key=s1.get)
+                rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl', v.get('error', '')[-200:]) for k, v in row['configs'].items()}, flush=True)
+            del ws; torch.cuda.empty_cache()
+    finally: Kn.PDL = pdl_default
+    _write(SPLIT_NAME, out, t0, rows=rows,
+           note='µs per call of the Gluon W4A16 fragment kernel with split-K (S slices of K, one CTA each; the last CTA of a row '
+                'block adds the float32 partials), CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL; '
+                'rel_err: mean |y - ref| / mean |ref| against the float32 product; best: fastest with rel_err < 1e-3')
+
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'render': render}[a.stage]()

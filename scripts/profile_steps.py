@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -211,6 +211,31 @@ def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False) -> dict|None:
     try: r = steps_ab(eng, ids, {f'{label}={int(on)}': (lambda on=on: setattr(E, flag, on)) for on in (False, True)})
     finally: setattr(E, flag, own); eng._capture()
     return dict(r, module_default=own)
+
+def split_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the plain W4A16 fragment products on split-K kernels (`effqwen.gluon.FRAG_SPLIT` specs,
+    ';'-separated in env SPLIT_AB; default: the down projection 2560 x 9216 in 3 or 2 K slices at decode, unsplit at verify)
+    against none. Split-K sums in another order, so tokens may differ at near-ties of random weights (same_tokens)."""
+    import effqwen.gluon as G
+    if DEV != 'cuda' or not eng.use_graphs or G.gluon is None: return None
+    own = G.FRAG_SPLIT
+    specs = [''] + os.environ.get('SPLIT_AB', '2560x9216:3/1;2560x9216:2/1').split(';')
+    def use(spec): G.FRAG_SPLIT = spec
+    try: r = steps_ab(eng, ids, {f"split={spec or 'none'}": (lambda spec=spec: use(spec)) for spec in specs})
+    finally: G.FRAG_SPLIT = own; eng._capture()
+    return dict(r, module_default=own)
+
+def argmax_head_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the BF16 LM head (cuBLAS, then `fused_argmax`) and with `effqwen.engine.ArgmaxHead` (the
+    same argmax from the head's INT8 copy and a BF16 rescoring of the rows it cannot rule out): the same tokens expected."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own = eng.head
+    ah = E.ArgmaxHead(own)
+    def use(h): eng.head = h
+    try: r = steps_ab(eng, ids, {'head=bf16': lambda: use(own), 'head=argmax8': lambda: use(ah)}, setup=True)
+    finally: eng.head = own; eng.setup(eng.max_seq_len)
+    return r
 
 def swiglu_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the SwiGLU as its own kernel and inside the W4A16 down projection's mat-vec

@@ -258,3 +258,27 @@ def test_recorded_prefill_equals_eager_prefill():
         eng.drop_prefill_graphs()                                 # recorded again, in a new pool, after the graphs are dropped
         for _ in range(2): eng.prefill(pr)
         assert getattr(eng, 'prefill_graph_error', None) is None and set(eng.prefill_graphs) == {128}, (name, getattr(eng, 'prefill_graph_error', None))
+
+def test_argmax_head_equals_bf16_head():
+    """`ArgmaxHead` at the 4B head's shape (248320 × 2560, bf16, random): the BF16 head's argmax for 1 and 16 rows, with
+    few candidates listed; inside the recorded decode / verify graphs of a bf16 tiny Qwen3.5 engine it gives the plain
+    head's tokens."""
+    import torch.nn as nn, torch.nn.functional as F
+    from effqwen.engine import ArgmaxHead, Engine
+    torch.manual_seed(0)
+    lin = nn.Linear(2560, 248320, bias=False, device='cuda', dtype=torch.bfloat16)
+    nn.init.normal_(lin.weight, std=0.02)
+    ah = ArgmaxHead(lin)
+    for T in (1, 16, 1, 16):
+        h = torch.randn(T, 2560, device='cuda').to(torch.bfloat16)
+        nt = torch.zeros(16, dtype=torch.long, device='cuda')
+        ah.argmax_into(h, nt); torch.cuda.synchronize()
+        assert torch.equal(nt[:T], F.linear(h, lin.weight).argmax(-1))
+    del lin, ah; torch.cuda.empty_cache()
+    m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2).cuda()
+    ea, ep = Engine(m, max_seq_len=128, convert_head=ArgmaxHead.from_linear), Engine(m, max_seq_len=128)
+    for pr in _prompts():
+        assert torch.equal(ea.generate(pr, 24), ep.generate(pr, 24))
+        blk = torch.randint(0, 255, (16,), device='cuda')
+        ea.prefill(pr); ep.prefill(pr); ea.verify(blk); ep.verify(blk)
+        assert torch.equal(ea.next_tok, ep.next_tok)

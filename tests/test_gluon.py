@@ -73,6 +73,23 @@ def test_w4_kernel_matches_reference(M, cfg):
 
 @gpu
 @pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('N,Kd,cfg,split', [(96, 3072, (8, 1, 1), 3), (96, 3072, (4, 1, 1), 2), (160, 1024, (4, 1, 0), 2), (96, 3072, (4, 1, 2), 3)])
+def test_w4_kernel_split_k(M, N, Kd, cfg, split):
+    "Split-K (K slices, the last CTA of a row block adds the partials): the reference's product, again on a second call (counters reset)."
+    wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    w = G.w4_to_fragment(wp)
+    ref = K.w4a16_mm_ref(x, wp, s).float()
+    for _ in range(2):
+        y = torch.zeros(M, N, device='cuda', dtype=torch.bfloat16)
+        G.w4a16_fragment_matmul(x, w, s, cfg, out=y, split=split)
+        check_marlin(y, ref, 1e-3)
+        assert (y.float() - ref).abs().max() / ref.abs().max() < 1e-2
+    with pytest.raises(ValueError, match='split'): G.w4a16_fragment_matmul(x, w, s, cfg, split=5)
+
+@gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
 @pytest.mark.parametrize('Q,group,cfg', [(3, 128, (4, 1)), (2, 64, (2, 1)), (4, 256, (2, 1)), (3, 128, (1, 1)), (3, 128, (2, 2)), (3, 64, (1, 2)), (3, 128, None)])
 def test_bcq_kernel_matches_reference(M, Q, group, cfg):
     N, Kd = 96, 1024
