@@ -1141,6 +1141,7 @@ class ArgmaxHead(nn.Module):
 
     def setup(self, rows:int, device):
         "Scratch for steps of up to `rows` rows: INT8 logits (bf16), the GEMV programs' row maxima, candidate slots, partials."
+        self._block, self._slots = HEAD_BLOCK, HEAD_SCR   # (the sizes this scratch is made for)
         V, P = self.out_features, -(-self.out_features // HEAD_BLOCK)
         self._scratch = (torch.empty(rows, V, dtype=torch.bfloat16, device=device), torch.empty(rows, len(self.err_max), device=device),
                          torch.empty(rows * P * HEAD_SCR, dtype=torch.int32, device=device),
@@ -1160,7 +1161,7 @@ class ArgmaxHead(nn.Module):
             next_tok[:T].copy_(self(h).argmax(-1))
             if dec: pos.add_(1); tok[:1].copy_(next_tok[:1]); out_ids.index_copy_(0, pos, next_tok[:1])
             return
-        if self._scratch is None or self._scratch[0].shape[0] < T: self.setup(T, h.device)
+        if self._scratch is None or self._scratch[0].shape[0] < T or (self._block, self._slots) != (HEAD_BLOCK, HEAD_SCR): self.setup(T, h.device)
         z, zmax, scr, pv, pi = self._scratch
         V, P, KP = self.out_features, -(-self.out_features // HEAD_BLOCK), _np2(K)
         w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:T], rowmax=zmax)
