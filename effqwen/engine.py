@@ -1069,6 +1069,13 @@ if triton is not None:
         return tl.where(ok, _round_as(acc, w_ptr.dtype.element_ty), float('-inf'))
 
     @triton.jit
+    def _take_best(v, r, bv, bi, V):
+        "The best (value, first index) so far, after a chunk of exact logits v of rows r (chunks in index order: strict >)."
+        mx = tl.max(v, 0); ix = tl.min(tl.where(v == mx, r, V), 0)
+        take = mx > bv
+        return tl.where(take, mx, bv), tl.where(take, ix, bi)
+
+    @triton.jit
     def _head_pick_kernel(z_ptr, e_ptr, emax_ptr, zmax_ptr, NL, h_ptr, w_ptr, scr_ptr, pv_ptr, pi_ptr, V, K, P,
                           BLOCK: tl.constexpr, KP: tl.constexpr, NLP: tl.constexpr, SCR: tl.constexpr, CB: tl.constexpr,
                           BK: tl.constexpr, PDL: tl.constexpr = False):
@@ -1098,17 +1105,11 @@ if triton is not None:
                 for i0 in range(0, n, CB):
                     lane = i0 + tl.arange(0, CB); ok = lane < n
                     r = tl.load(base + lane, mask=ok, other=0)
-                    v = _exact_logits(w_ptr, hrow, r, ok, K, CB, BK)
-                    mx = tl.max(v, 0); ix = tl.min(tl.where(v == mx, r, V), 0)
-                    take = mx > bv                                   # strict: earlier chunks hold lower indices
-                    bv = tl.where(take, mx, bv); bi = tl.where(take, ix, bi)
+                    bv, bi = _take_best(_exact_logits(w_ptr, hrow, r, ok, K, CB, BK), r, bv, bi, V)
             else:          # more candidates than slots: every row of the block
                 for i0 in range(0, BLOCK, CB):
                     r = p * BLOCK + i0 + tl.arange(0, CB); ok = r < V
-                    v = _exact_logits(w_ptr, hrow, r, ok, K, CB, BK)
-                    mx = tl.max(v, 0); ix = tl.min(tl.where(v == mx, r, V), 0)
-                    take = mx > bv
-                    bv = tl.where(take, mx, bv); bi = tl.where(take, ix, bi)
+                    bv, bi = _take_best(_exact_logits(w_ptr, hrow, r, ok, K, CB, BK), r, bv, bi, V)
         tl.store(pv_ptr + t * P + p, bv); tl.store(pi_ptr + t * P + p, bi)
 
 class ArgmaxHead(nn.Module):
@@ -1152,7 +1153,6 @@ class ArgmaxHead(nn.Module):
                     pos=None, tok=None, out_ids=None, # decode (T = 1): the bookkeeping of `fused_argmax`
                    ):
         "next_tok[:T] = argmax of the BF16 logits of h: the kernels (CUDA or TRITON_INTERPRET), else the torch reference."
-        from effqwen.kernels import w8a16_matmul
         h = h.contiguous(); T, K = h.shape
         if K != self.in_features: raise ValueError(f'h has {K} features, the head {self.in_features}')
         dec = pos is not None
@@ -1162,13 +1162,28 @@ class ArgmaxHead(nn.Module):
             if dec: pos.add_(1); tok[:1].copy_(next_tok[:1]); out_ids.index_copy_(0, pos, next_tok[:1])
             return
         if self._scratch is None or self._scratch[0].shape[0] < T or (self._block, self._slots) != (HEAD_BLOCK, HEAD_SCR): self.setup(T, h.device)
+        self._gemv(h); self._pick(h); self._final(T, next_tok, pos, tok, out_ids)
+
+    def _gemv(self, h):
+        "Kernel 1: the INT8 logits of h (bf16) and each GEMV program's largest."
+        from effqwen.kernels import w8a16_matmul
+        z, zmax = self._scratch[:2]
+        w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:h.shape[0]], rowmax=zmax)
+
+    def _pick(self, h):
+        "Kernel 2: per block of columns, the rows the bound cannot rule out, rescored exactly; the block's best to the partials."
         z, zmax, scr, pv, pi = self._scratch
-        V, P, KP = self.out_features, -(-self.out_features // HEAD_BLOCK), _np2(K)
-        w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:T], rowmax=zmax)
+        (T, K), V = h.shape, self.out_features
+        P, KP = -(-V // HEAD_BLOCK), _np2(K)
         _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, zmax.shape[1], h, self.weight, scr, pv, pi, V, K, P, BLOCK=HEAD_BLOCK,
                                   KP=KP, NLP=_np2(zmax.shape[1]), SCR=HEAD_SCR, CB=4, BK=min(4096, KP), num_warps=8, **_pdl(h))   # (a row's K in one load)
+
+    def _final(self, T, next_tok, pos=None, tok=None, out_ids=None):
+        "Kernel 3: `fused_argmax`'s final kernel over the partials (the first maximal one), with the decode bookkeeping."
+        pv, pi = self._scratch[3:]
+        P, dec = -(-self.out_features // HEAD_BLOCK), pos is not None
         _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
-                                   BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(h))
+                                   BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(pv))
 
 
 # %% ../nbs/16_engine.ipynb #8aa0413d
@@ -1519,7 +1534,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
         if mode == 'prefill': self._prefill_feats = feats
         else: self.taps[:T].copy_(feats)
     if mode == 'prefill': h = h[-1:] if n_real is None else h.index_select(0, n_real - 1)
-    if fz and isinstance(self.head, ArgmaxHead):   # the BF16 head's argmax from INT8 weights (no logits: `logits` is not written)
+    if self._argmax_only:   # (fused, ArgmaxHead) the BF16 head's argmax from INT8 weights (no logits: `logits` is not written)
         self.head.argmax_into(h, self.next_tok, *((self.pos, self.tok, self.out_ids) if mode == 'decode' else ()))
         return
     logits = self.head(h)

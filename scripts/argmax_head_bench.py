@@ -17,35 +17,23 @@ from effqwen.kernels import W8A16Linear, pdl_on
 CALLS, ROWS = int(os.environ.get('CALLS', '20')), int(os.environ.get('ROWS', '256'))
 V, K = 248320, 2560
 
-def graph_us(fn, calls=CALLS, reps=7):
-    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2): fn()
-    torch.cuda.current_stream().wait_stream(s); torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(calls): fn()
-    g.replay(); torch.cuda.synchronize()
-    ts = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record(); g.replay(); b.record(); b.synchronize(); ts.append(a.elapsed_time(b) * 1e3 / calls)
-    return sorted(ts)[reps // 2]
+sys.path.insert(0, os.path.dirname(__file__))
+from gluon_stream_probe import _chain_us
+
+def graph_us(fn, calls=CALLS):
+    "µs per call of CALLS calls of fn back to back in one CUDA graph (`gluon_stream_probe._chain_us`)."
+    return _chain_us([fn] * calls)
 
 def parts(ah, h):
-    "ArgmaxHead's kernels alone (its launch arguments), µs per call; and the head GEMV's configurations (SWEEP=1)."
+    "ArgmaxHead's kernels alone (its own launches), µs per call; and the head GEMV's configurations (SWEEP=1)."
     import triton
-    import effqwen.engine as E
     from effqwen.kernels import w8a16_matmul
-    T, K = h.shape; V = ah.out_features
+    T, V = h.shape[0], ah.out_features
     nt = torch.zeros(16, dtype=torch.long, device='cuda')
-    ah.argmax_into(h, nt); z, zmax, scr, pv, pi = ah._scratch; P = -(-V // E.HEAD_BLOCK)
-    pick = lambda: E._head_pick_kernel[(T, P)](z, ah.err, ah.err_max, zmax, zmax.shape[1], h, ah.weight, scr, pv, pi, V, K, P, BLOCK=E.HEAD_BLOCK,
-                                               KP=E._np2(K), NLP=E._np2(zmax.shape[1]), SCR=E.HEAD_SCR, CB=4, BK=min(4096, E._np2(K)), num_warps=8, **E._pdl(h))
-    out = dict(gemv_rowmax=graph_us(lambda: w8a16_matmul(h, ah.weight_codes, ah.weight_scale, block_n=ah.block_n, out=z[:T], rowmax=zmax)),
+    ah.argmax_into(h, nt); z = ah._scratch[0]
+    out = dict(gemv_rowmax=graph_us(lambda: ah._gemv(h)),
                gemv_plain=graph_us(lambda: w8a16_matmul(h, ah.weight_codes, ah.weight_scale, block_n=ah.block_n, out=z[:T])),
-               pick=graph_us(pick),
-               final=graph_us(lambda: E._argmax_final_kernel[(T,)](pv, pi, P, nt, nt, nt, nt, BP=E._np2(P), DECODE=False, num_warps=4, **E._pdl(h))))
+               pick=graph_us(lambda: ah._pick(h)), final=graph_us(lambda: ah._final(T, nt)))
     if os.environ.get('SWEEP') == '1':
         sw = {}
         for bn, bk, nw, ns in [(64, 256, 4, 4), (64, 256, 4, 3), (64, 512, 4, 3), (128, 256, 4, 4), (128, 256, 8, 4), (32, 256, 4, 4),

@@ -214,12 +214,13 @@ def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False) -> dict|None:
 
 def split_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the plain W4A16 fragment products on split-K kernels (`effqwen.gluon.FRAG_SPLIT` specs,
-    ';'-separated in env SPLIT_AB; default: the down projection 2560 x 9216 in 3 or 2 K slices at decode, unsplit at verify)
+    ';'-separated in env SPLIT_AB; default: the down projection 2560 x 9216 in 3 K slices at decode, unsplit at verify; 2 slices
+    do not divide its K among the 8 warps the engine's config gives it)
     against none. Split-K sums in another order, so tokens may differ at near-ties of random weights (same_tokens)."""
     import effqwen.gluon as G
     if DEV != 'cuda' or not eng.use_graphs or G.gluon is None: return None
     own = G.FRAG_SPLIT
-    specs = [''] + os.environ.get('SPLIT_AB', '2560x9216:3/1;2560x9216:2/1').split(';')
+    specs = [''] + os.environ.get('SPLIT_AB', '2560x9216:3/1').split(';')
     def use(spec): G.FRAG_SPLIT = spec
     try: r = steps_ab(eng, ids, {f"split={spec or 'none'}": (lambda spec=spec: use(spec)) for spec in specs})
     finally: G.FRAG_SPLIT = own; eng._capture()
