@@ -18,7 +18,7 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
            'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
+           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS',
            'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
@@ -1043,6 +1043,8 @@ def attn_partials(Hkv:int, NS:int, BR:int, D:int, device)->tuple:
 # %% ../nbs/16_engine.ipynb #aa1b909c
 HEAD_BLOCK = 2048   # INT8 logits per program of `ArgmaxHead`'s pick kernel (Qwen3.5's 248320: 122 programs a row)
 HEAD_SCR = 64       # candidates a pick program lists and rescores from its block; past that it rescores the whole block
+HEAD_GEMV = tuple(int(v) for v in os.environ.get('EFFQWEN_HEAD_GEMV', '64,256,4,4').split(','))   # the head GEMV's block_n, block_k,
+# num_warps, num_stages (`w8a16_matmul`); `scripts/argmax_head_bench.py` times the alternatives (SWEEP=1)
 
 if triton is not None:
     @triton.jit
@@ -1077,22 +1079,26 @@ if triton is not None:
 
     @triton.jit
     def _head_pick_kernel(z_ptr, e_ptr, emax_ptr, zmax_ptr, NL, h_ptr, w_ptr, scr_ptr, pv_ptr, pi_ptr, V, K, P,
+                          cnt_ptr, next_ptr, tok_ptr, pos_ptr, out_ptr,
                           BLOCK: tl.constexpr, KP: tl.constexpr, NLP: tl.constexpr, SCR: tl.constexpr, CB: tl.constexpr,
-                          BK: tl.constexpr, PDL: tl.constexpr = False):
+                          BK: tl.constexpr, BP: tl.constexpr, DECODE: tl.constexpr, PDL: tl.constexpr = False):
         """Program (t, p), columns [p·BLOCK, (p+1)·BLOCK): the threshold lo = max over the GEMV's programs g of
         zmax[t, g] − ‖h_t‖·emax[g] (a lower bound of t's largest exact logit); the rows whose upper bound reaches it; their
-        exact logits; the best (value, first index) to pv / pi[t, p], the partials `_argmax_final_kernel` reduces."""
-        _pdl_enter(PDL)
+        exact logits; the best (value, first index) to pv / pi[t, p]. The last of row t's P programs to finish (counter
+        cnt[t], left at zero) reduces the partials: `_argmax_final_kernel`'s work, with its decode bookkeeping (DECODE)."""
         t = tl.program_id(0); p = tl.program_id(1)
+        g = tl.arange(0, NLP); gm = g < NL
+        o = p * BLOCK + tl.arange(0, BLOCK); m = o < V
+        if PDL: tl.extra.cuda.gdc_launch_dependents()
+        em = tl.load(emax_ptr + g, mask=gm, other=0.0)   # the head's own constants: read before the wait (no kernel writes them)
+        e = tl.load(e_ptr + o, mask=m, other=0.0)
+        if PDL: tl.extra.cuda.gdc_wait()
         hrow = h_ptr + t * K
         k = tl.arange(0, KP)
         hv = tl.load(hrow + k, mask=k < K, other=0.0).to(tl.float32)
         hn = tl.sqrt(tl.sum(hv * hv, 0))
-        g = tl.arange(0, NLP); gm = g < NL
-        lo = tl.max(tl.load(zmax_ptr + t * NL + g, mask=gm, other=float('-inf')) - hn * tl.load(emax_ptr + g, mask=gm, other=0.0), 0)
-        o = p * BLOCK + tl.arange(0, BLOCK); m = o < V
+        lo = tl.max(tl.load(zmax_ptr + t * NL + g, mask=gm, other=float('-inf')) - hn * em, 0)
         z = tl.load(z_ptr + t.to(tl.int64) * V + o, mask=m, other=0.0).to(tl.float32)
-        e = tl.load(e_ptr + o, mask=m, other=0.0)
         c = (m & (z + tl.abs(z) * 0.00390625 + hn * e >= lo - tl.abs(lo) * 0.0078125)).to(tl.int32)   # z in bf16: 2^-8; ties: 2^-7
         n = tl.sum(c, 0)
         bv = tl.max(tl.full([CB], float('-inf'), tl.float32), 0)
@@ -1111,12 +1117,23 @@ if triton is not None:
                     r = p * BLOCK + i0 + tl.arange(0, CB); ok = r < V
                     bv, bi = _take_best(_exact_logits(w_ptr, hrow, r, ok, K, CB, BK), r, bv, bi, V)
         tl.store(pv_ptr + t * P + p, bv); tl.store(pi_ptr + t * P + p, bi)
+        tl.debug_barrier()   # the partial is written before the (single-thread) release below
+        if tl.atomic_add(cnt_ptr + t, 1, sem='acq_rel') == P - 1:   # the row's last program: the first maximal partial
+            q = tl.arange(0, BP)
+            v = tl.load(pv_ptr + t * P + q, mask=q < P, other=float('-inf'), cache_modifier='.cg')
+            mx, j = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
+            idx = tl.load(pi_ptr + t * P + j, cache_modifier='.cg').to(tl.int64)
+            tl.store(next_ptr + t, idx)
+            if DECODE:
+                pos = tl.load(pos_ptr) + 1
+                tl.store(pos_ptr, pos); tl.store(tok_ptr, idx); tl.store(out_ptr + pos, idx)
+            tl.atomic_xchg(cnt_ptr + t, 0)   # zero for the next launch
 
 class ArgmaxHead(nn.Module):
     """An LM head that gives the argmax of the BF16 head's logits (greedy decoding, verification) from INT8 weights plus
     an exact rescoring of the few rows the INT8 logits cannot rule out. Forward (the torch path) returns the BF16 logits."""
     def __init__(self, linear:nn.Linear, # the BF16 head (kept by reference for the rescoring; a tied head shares the embedding)
-                 block_n:int=64, # rows per program of the W8A16 GEMV (its row maxima bound the threshold)
+                 block_n:int|None=None, # rows per program of the W8A16 GEMV (its row maxima bound the threshold); None: HEAD_GEMV's
                 ):
         super().__init__()
         from effqwen.kernels import w8a16_quantize
@@ -1124,7 +1141,9 @@ class ArgmaxHead(nn.Module):
         w = linear.weight.detach()
         if w.dtype not in (torch.bfloat16, torch.float16, torch.float32): raise ValueError(f'head weight dtype {w.dtype}: bf16, fp16 or fp32')
         self.out_features, self.in_features = w.shape
-        self.weight, self.block_n = w, block_n   # (the weight is not a buffer: the model's tensor, not a copy in the state dict)
+        if len(HEAD_GEMV) != 4: raise ValueError(f'EFFQWEN_HEAD_GEMV={HEAD_GEMV}: give block_n,block_k,num_warps,num_stages')
+        block_n = block_n or HEAD_GEMV[0]
+        self.weight, self.block_n, self.gemv_cfg = w, block_n, dict(zip(('block_k', 'num_warps', 'num_stages'), HEAD_GEMV[1:]))   # (the weight is not a buffer: the model's tensor, not a copy in the state dict)
         q, s = w8a16_quantize(w, torch.bfloat16)
         err = torch.empty(w.shape[0], dtype=torch.float32, device=w.device)
         for i in range(0, w.shape[0], 16384):   # ‖W_n − s_n q_n‖ in float64, inflated for float32 sums and ‖h‖ (see above)
@@ -1141,12 +1160,13 @@ class ArgmaxHead(nn.Module):
     def forward(self, h): return F.linear(h, self.weight)
 
     def setup(self, rows:int, device):
-        "Scratch for steps of up to `rows` rows: INT8 logits (bf16), the GEMV programs' row maxima, candidate slots, partials."
+        "Scratch for steps of up to `rows` rows: INT8 logits (bf16), the GEMV programs' row maxima, candidate slots, partials, counters."
         self._block, self._slots = HEAD_BLOCK, HEAD_SCR   # (the sizes this scratch is made for)
         V, P = self.out_features, -(-self.out_features // HEAD_BLOCK)
         self._scratch = (torch.empty(rows, V, dtype=torch.bfloat16, device=device), torch.empty(rows, len(self.err_max), device=device),
                          torch.empty(rows * P * HEAD_SCR, dtype=torch.int32, device=device),
-                         torch.empty(rows * P, device=device), torch.empty(rows * P, dtype=torch.int32, device=device))
+                         torch.empty(rows * P, device=device), torch.empty(rows * P, dtype=torch.int32, device=device),
+                         torch.zeros(rows, dtype=torch.int32, device=device))
 
     def argmax_into(self, h:torch.Tensor, # (T, K) final-normed hidden rows (the head's input)
                     next_tok:torch.Tensor, # (>= T,) int64: row t's token is written to next_tok[t]
@@ -1162,28 +1182,24 @@ class ArgmaxHead(nn.Module):
             if dec: pos.add_(1); tok[:1].copy_(next_tok[:1]); out_ids.index_copy_(0, pos, next_tok[:1])
             return
         if self._scratch is None or self._scratch[0].shape[0] < T or (self._block, self._slots) != (HEAD_BLOCK, HEAD_SCR): self.setup(T, h.device)
-        self._gemv(h); self._pick(h); self._final(T, next_tok, pos, tok, out_ids)
+        self._gemv(h); self._pick(h, next_tok, pos, tok, out_ids)
 
     def _gemv(self, h):
         "Kernel 1: the INT8 logits of h (bf16) and each GEMV program's largest."
         from effqwen.kernels import w8a16_matmul
         z, zmax = self._scratch[:2]
-        w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:h.shape[0]], rowmax=zmax)
+        w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:h.shape[0]], rowmax=zmax, **self.gemv_cfg)
 
-    def _pick(self, h):
-        "Kernel 2: per block of columns, the rows the bound cannot rule out, rescored exactly; the block's best to the partials."
-        z, zmax, scr, pv, pi = self._scratch
+    def _pick(self, h, next_tok, pos=None, tok=None, out_ids=None):
+        """Kernel 2: per block of columns, the rows the bound cannot rule out, rescored exactly; the block's best to the
+        partials; each row's last program reduces them into next_tok (and the decode bookkeeping, given pos)."""
+        z, zmax, scr, pv, pi, cnt = self._scratch
         (T, K), V = h.shape, self.out_features
-        P, KP = -(-V // HEAD_BLOCK), _np2(K)
-        _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, zmax.shape[1], h, self.weight, scr, pv, pi, V, K, P, BLOCK=HEAD_BLOCK,
-                                  KP=KP, NLP=_np2(zmax.shape[1]), SCR=HEAD_SCR, CB=4, BK=min(4096, KP), num_warps=8, **_pdl(h))   # (a row's K in one load)
-
-    def _final(self, T, next_tok, pos=None, tok=None, out_ids=None):
-        "Kernel 3: `fused_argmax`'s final kernel over the partials (the first maximal one), with the decode bookkeeping."
-        pv, pi = self._scratch[3:]
-        P, dec = -(-self.out_features // HEAD_BLOCK), pos is not None
-        _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
-                                   BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(pv))
+        P, KP, dec = -(-V // HEAD_BLOCK), _np2(K), pos is not None
+        _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, zmax.shape[1], h, self.weight, scr, pv, pi, V, K, P,
+                                  cnt, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
+                                  BLOCK=HEAD_BLOCK, KP=KP, NLP=_np2(zmax.shape[1]), SCR=HEAD_SCR, CB=4, BK=min(4096, KP), BP=_np2(P),
+                                  DECODE=dec, num_warps=8, **_pdl(h))   # (a row's K in one load)
 
 
 # %% ../nbs/16_engine.ipynb #8aa0413d

@@ -25,7 +25,7 @@ def graph_us(fn, calls=CALLS):
     return _chain_us([fn] * calls)
 
 def parts(ah, h):
-    "ArgmaxHead's kernels alone (its own launches), µs per call; and the head GEMV's configurations (SWEEP=1)."
+    "ArgmaxHead's two kernels alone (its own launches), µs per call; and the head GEMV's configurations (SWEEP=1)."
     import triton
     from effqwen.kernels import w8a16_matmul
     T, V = h.shape[0], ah.out_features
@@ -33,11 +33,12 @@ def parts(ah, h):
     ah.argmax_into(h, nt); z = ah._scratch[0]
     out = dict(gemv_rowmax=graph_us(lambda: ah._gemv(h)),
                gemv_plain=graph_us(lambda: w8a16_matmul(h, ah.weight_codes, ah.weight_scale, block_n=ah.block_n, out=z[:T])),
-               pick=graph_us(lambda: ah._pick(h)), final=graph_us(lambda: ah._final(T, nt)))
+               pick_and_final=graph_us(lambda: ah._pick(h, nt)))
     if os.environ.get('SWEEP') == '1':
         sw = {}
-        for bn, bk, nw, ns in [(64, 256, 4, 4), (64, 256, 4, 3), (64, 512, 4, 3), (128, 256, 4, 4), (128, 256, 8, 4), (32, 256, 4, 4),
-                               (64, 128, 4, 6), (128, 128, 4, 6), (64, 512, 8, 3), (256, 128, 8, 4), (32, 512, 4, 3), (128, 512, 8, 3)]:
+        for bn, bk, nw, ns in [(64, 256, 4, 4), (64, 256, 4, 3), (64, 256, 4, 5), (64, 256, 8, 4), (64, 512, 4, 3), (64, 512, 8, 3),
+                               (64, 128, 4, 6), (64, 128, 4, 8), (32, 256, 4, 4), (32, 512, 4, 3), (32, 256, 2, 4), (128, 256, 4, 4),
+                               (128, 256, 8, 4), (128, 128, 4, 6), (128, 512, 8, 3), (256, 128, 8, 4), (256, 256, 8, 3)]:
             mx = torch.empty(T, triton.cdiv(V, bn), device='cuda')
             try: sw[f'bn{bn}_bk{bk}_w{nw}_s{ns}'] = graph_us(lambda: w8a16_matmul(h, ah.weight_codes, ah.weight_scale, block_n=bn, block_k=bk, num_warps=nw,
                                                                                     num_stages=ns, out=z[:T], rowmax=mx))

@@ -228,13 +228,18 @@ def split_ab(eng, ids) -> dict|None:
 
 def argmax_head_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the BF16 LM head (cuBLAS, then `fused_argmax`) and with `effqwen.engine.ArgmaxHead` (the
-    same argmax from the head's INT8 copy and a BF16 rescoring of the rows it cannot rule out): the same tokens expected."""
+    same argmax from the head's INT8 copy and a BF16 rescoring of the rows it cannot rule out): the same tokens expected.
+    HEAD_GEMVS='bn,bk,warps,stages;...' adds ArgmaxHead variants with those head-GEMV configs (`HEAD_GEMV`)."""
     import effqwen.engine as E
     if DEV != 'cuda' or not eng.use_graphs: return None
     own = eng.head
-    ah = E.ArgmaxHead(own)
+    heads = {'head=argmax8': E.ArgmaxHead(own)}
+    for spec in filter(None, os.environ.get('HEAD_GEMVS', '').split(';')):   # more GEMV configs: 'bn,bk,warps,stages;...'
+        bn, bk, nw, ns = (int(v) for v in spec.split(','))
+        heads[f'head=argmax8 gemv={spec}'] = ah = E.ArgmaxHead(own, block_n=bn)
+        ah.gemv_cfg = dict(block_k=bk, num_warps=nw, num_stages=ns)
     def use(h): eng.head = h
-    try: r = steps_ab(eng, ids, {'head=bf16': lambda: use(own), 'head=argmax8': lambda: use(ah)}, setup=True)
+    try: r = steps_ab(eng, ids, {'head=bf16': lambda: use(own)} | {k: (lambda h=h: use(h)) for k, h in heads.items()}, setup=True)
     finally: eng.head = own; eng.setup(eng.max_seq_len)
     return r
 
