@@ -1078,26 +1078,26 @@ if triton is not None:
         return tl.where(take, mx, bv), tl.where(take, ix, bi)
 
     @triton.jit
-    def _head_pick_kernel(z_ptr, e_ptr, emax_ptr, zmax_ptr, NL, h_ptr, w_ptr, scr_ptr, pv_ptr, pi_ptr, V, K, P,
+    def _head_pick_kernel(z_ptr, e_ptr, emax_ptr, zmax_ptr, h_ptr, w_ptr, scr_ptr, pv_ptr, pi_ptr, V, K, P,
                           cnt_ptr, next_ptr, tok_ptr, pos_ptr, out_ptr,
-                          BLOCK: tl.constexpr, KP: tl.constexpr, NLP: tl.constexpr, SCR: tl.constexpr, CB: tl.constexpr,
+                          BLOCK: tl.constexpr, KP: tl.constexpr, SCR: tl.constexpr, CB: tl.constexpr,
                           BK: tl.constexpr, BP: tl.constexpr, DECODE: tl.constexpr, PDL: tl.constexpr = False):
-        """Program (t, p), columns [p·BLOCK, (p+1)·BLOCK): the threshold lo = max over the GEMV's programs g of
-        zmax[t, g] − ‖h_t‖·emax[g] (a lower bound of t's largest exact logit); the rows whose upper bound reaches it; their
-        exact logits; the best (value, first index) to pv / pi[t, p]. The last of row t's P programs to finish (counter
-        cnt[t], left at zero) reduces the partials: `_argmax_final_kernel`'s work, with its decode bookkeeping (DECODE)."""
+        """Program (t, p), columns [p·BLOCK, (p+1)·BLOCK): the threshold lo = zmax[t] − ‖h_t‖·emax, row t's largest INT8
+        logit less the largest row error times ‖h_t‖ (a lower bound of t's largest exact logit); the rows whose upper bound
+        reaches it; their exact logits; the best (value, first index) to pv / pi[t, p]. The last of row t's P programs to
+        finish (counter cnt[t]) reduces the partials, `_argmax_final_kernel`'s work with its decode bookkeeping (DECODE),
+        and leaves cnt[t] at zero and zmax[t] at -inf for the next launch (the GEMV max-accumulates into it)."""
         t = tl.program_id(0); p = tl.program_id(1)
-        g = tl.arange(0, NLP); gm = g < NL
         o = p * BLOCK + tl.arange(0, BLOCK); m = o < V
         if PDL: tl.extra.cuda.gdc_launch_dependents()
-        em = tl.load(emax_ptr + g, mask=gm, other=0.0)   # the head's own constants: read before the wait (no kernel writes them)
+        em = tl.load(emax_ptr)                            # the head's own constants: read before the wait (no kernel writes them)
         e = tl.load(e_ptr + o, mask=m, other=0.0)
         if PDL: tl.extra.cuda.gdc_wait()
         hrow = h_ptr + t * K
         k = tl.arange(0, KP)
         hv = tl.load(hrow + k, mask=k < K, other=0.0).to(tl.float32)
         hn = tl.sqrt(tl.sum(hv * hv, 0))
-        lo = tl.max(tl.load(zmax_ptr + t * NL + g, mask=gm, other=float('-inf')) - hn * em, 0)
+        lo = tl.load(zmax_ptr + t) - hn * em
         z = tl.load(z_ptr + t.to(tl.int64) * V + o, mask=m, other=0.0).to(tl.float32)
         c = (m & (z + tl.abs(z) * 0.00390625 + hn * e >= lo - tl.abs(lo) * 0.0078125)).to(tl.int32)   # z in bf16: 2^-8; ties: 2^-7
         n = tl.sum(c, 0)
@@ -1127,13 +1127,14 @@ if triton is not None:
             if DECODE:
                 pos = tl.load(pos_ptr) + 1
                 tl.store(pos_ptr, pos); tl.store(tok_ptr, idx); tl.store(out_ptr + pos, idx)
-            tl.atomic_xchg(cnt_ptr + t, 0)   # zero for the next launch
+            tl.store(zmax_ptr + t, float('-inf'))   # every program of the row has read it (they all counted)
+            tl.atomic_xchg(cnt_ptr + t, 0)           # zero for the next launch
 
 class ArgmaxHead(nn.Module):
     """An LM head that gives the argmax of the BF16 head's logits (greedy decoding, verification) from INT8 weights plus
     an exact rescoring of the few rows the INT8 logits cannot rule out. Forward (the torch path) returns the BF16 logits."""
     def __init__(self, linear:nn.Linear, # the BF16 head (kept by reference for the rescoring; a tied head shares the embedding)
-                 block_n:int|None=None, # rows per program of the W8A16 GEMV (its row maxima bound the threshold); None: HEAD_GEMV's
+                 block_n:int|None=None, # rows per program of the W8A16 GEMV; None: HEAD_GEMV's
                 ):
         super().__init__()
         from effqwen.kernels import w8a16_quantize
@@ -1149,9 +1150,8 @@ class ArgmaxHead(nn.Module):
         for i in range(0, w.shape[0], 16384):   # ‖W_n − s_n q_n‖ in float64, inflated for float32 sums and ‖h‖ (see above)
             d = q[i:i + 16384].double() * s[i:i + 16384].double()[:, None]
             err[i:i + 16384] = ((w[i:i + 16384].double() - d).norm(dim=1) * (1 + 2**-10) + d.norm(dim=1) * 2**-12).float()
-        emax = F.pad(err, (0, -len(err) % block_n)).view(-1, block_n).amax(1)   # the largest error of each GEMV program's rows
         self.register_buffer('weight_codes', q); self.register_buffer('weight_scale', s)
-        self.register_buffer('err', err); self.register_buffer('err_max', emax.contiguous())
+        self.register_buffer('err', err); self.register_buffer('err_max', err.max().reshape(1))
         self._scratch = None
 
     @classmethod
@@ -1160,10 +1160,11 @@ class ArgmaxHead(nn.Module):
     def forward(self, h): return F.linear(h, self.weight)
 
     def setup(self, rows:int, device):
-        "Scratch for steps of up to `rows` rows: INT8 logits (bf16), the GEMV programs' row maxima, candidate slots, partials, counters."
+        """Scratch for steps of up to `rows` rows: INT8 logits (bf16), each row's largest INT8 logit (-inf between launches),
+        candidate slots, partials, counters (zero between launches)."""
         self._block, self._slots = HEAD_BLOCK, HEAD_SCR   # (the sizes this scratch is made for)
         V, P = self.out_features, -(-self.out_features // HEAD_BLOCK)
-        self._scratch = (torch.empty(rows, V, dtype=torch.bfloat16, device=device), torch.empty(rows, len(self.err_max), device=device),
+        self._scratch = (torch.empty(rows, V, dtype=torch.bfloat16, device=device), torch.full((rows,), float('-inf'), device=device),
                          torch.empty(rows * P * HEAD_SCR, dtype=torch.int32, device=device),
                          torch.empty(rows * P, device=device), torch.empty(rows * P, dtype=torch.int32, device=device),
                          torch.zeros(rows, dtype=torch.int32, device=device))
@@ -1185,7 +1186,7 @@ class ArgmaxHead(nn.Module):
         self._gemv(h); self._pick(h, next_tok, pos, tok, out_ids)
 
     def _gemv(self, h):
-        "Kernel 1: the INT8 logits of h (bf16) and each GEMV program's largest."
+        "Kernel 1: the INT8 logits of h (bf16) and each row's largest (float32, max-accumulated by the GEMV's programs)."
         from effqwen.kernels import w8a16_matmul
         z, zmax = self._scratch[:2]
         w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:h.shape[0]], rowmax=zmax, **self.gemv_cfg)
@@ -1196,9 +1197,9 @@ class ArgmaxHead(nn.Module):
         z, zmax, scr, pv, pi, cnt = self._scratch
         (T, K), V = h.shape, self.out_features
         P, KP, dec = -(-V // HEAD_BLOCK), _np2(K), pos is not None
-        _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, zmax.shape[1], h, self.weight, scr, pv, pi, V, K, P,
+        _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, h, self.weight, scr, pv, pi, V, K, P,
                                   cnt, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
-                                  BLOCK=HEAD_BLOCK, KP=KP, NLP=_np2(zmax.shape[1]), SCR=HEAD_SCR, CB=4, BK=min(4096, KP), BP=_np2(P),
+                                  BLOCK=HEAD_BLOCK, KP=KP, SCR=HEAD_SCR, CB=4, BK=min(4096, KP), BP=_np2(P),
                                   DECODE=dec, num_warps=8, **_pdl(h))   # (a row's K in one load)
 
 

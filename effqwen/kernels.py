@@ -1376,8 +1376,8 @@ if triton is not None:
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, DOT_F32: tl.constexpr,
                       PDL: tl.constexpr = False, mx_ptr=None, ROWMAX: tl.constexpr = False):
         """y[M, N] = (x · Wᵀ) · s for int8 W (N, K) with one scale per row; grid (N / BLOCK_N, M / BLOCK_M). ROWMAX: also
-        mx[m, p] = the max of y[m, :] over this program's BLOCK_N columns (`effqwen.engine.ArgmaxHead` bounds the exact
-        logits from them)."""
+        mx[m] = max(mx[m], the float32 max of y[m, :] over this program's BLOCK_N columns), an atomic max: after the launch
+        mx[m] is row m's largest product if it started at -inf (`effqwen.engine.ArgmaxHead` bounds the exact logits by it)."""
         rn = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N); nm = rn < N
         rm = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M); mm = rm < M
         _pdl_wait(PDL)
@@ -1394,14 +1394,14 @@ if triton is not None:
         y = acc * s[None, :]
         tl.store(y_ptr + rm[:, None] * N + rn[None, :], y.to(y_ptr.dtype.element_ty), mask=mm[:, None] & nm[None, :])
         if ROWMAX:
-            tl.store(mx_ptr + rm * tl.num_programs(0) + tl.program_id(0), tl.max(tl.where(nm[None, :], y, float('-inf')), 1), mask=mm)
+            tl.atomic_max(mx_ptr + rm, tl.max(tl.where(nm[None, :], y, float('-inf')), 1), mask=mm, sem='relaxed')
 
 def w8a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguous
                  weight:torch.Tensor, # (N, K) int8 codes
                  scale:torch.Tensor, # (N,) per-row scales
                  block_n:int=64, block_k:int=256, num_warps:int=4, num_stages:int=4,
                  out:torch.Tensor|None=None, # (M, N) output to write (any float dtype; the kernel path only)
-                 rowmax:torch.Tensor|None=None, # (>= M, ceil(N / block_n)) float32: rowmax[m, p] = max of y[m] over program p's block_n columns (kernel path only)
+                 rowmax:torch.Tensor|None=None, # (>= M,) float32, max-accumulated: rowmax[m] = max(rowmax[m], max of y[m]) in float32 (kernel path only; start it at -inf)
                 )->torch.Tensor: # (M, N) in x's dtype (`out` if given)
     "`x @ (scale · codes)ᵀ`: the Triton kernel on CUDA (or under TRITON_INTERPRET=1), the torch reference otherwise."
     M, N, K = check_w8a16(x, weight, scale)
@@ -1409,9 +1409,8 @@ def w8a16_matmul(x:torch.Tensor, # (M, K) activations, fp16/bf16/fp32, contiguou
         if out is not None or rowmax is not None: raise ValueError('w8a16_matmul: out= and rowmax= need the Triton kernel (a CUDA device, or TRITON_INTERPRET=1)')
         return w8a16_mm_ref(x, weight, scale)
     if out is not None and (tuple(out.shape) != (M, N) or not out.is_contiguous()): raise ValueError(f'out must be a contiguous ({M}, {N}) tensor, got {tuple(out.shape)}')
-    if rowmax is not None and (rowmax.dim() != 2 or rowmax.shape[0] < M or rowmax.shape[1] != triton.cdiv(N, block_n) or not rowmax.is_contiguous()
-                               or rowmax.dtype != torch.float32):
-        raise ValueError(f'rowmax must be a contiguous (>= {M}, {triton.cdiv(N, block_n)}) float32 tensor, got {tuple(rowmax.shape)} {rowmax.dtype}')
+    if rowmax is not None and (rowmax.dim() != 1 or rowmax.shape[0] < M or not rowmax.is_contiguous() or rowmax.dtype != torch.float32):
+        raise ValueError(f'rowmax must be a contiguous (>= {M},) float32 tensor, got {tuple(rowmax.shape)} {rowmax.dtype}')
     y = out if out is not None else torch.empty(M, N, dtype=_store_dtype(x.dtype), device=x.device)
     if M == 0 or N == 0: return y if out is not None else y.to(x.dtype)
     bm = 16 if M <= 16 else 64

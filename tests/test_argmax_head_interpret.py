@@ -2,7 +2,7 @@
 hence a subprocess): its two kernels (the W8A16 GEMV with its row-maxima epilogue; the pick kernel that lists and
 rescores the candidates, whose last program per row reduces the partials) must give the BF16 head's argmax, ties to the first index as torch's. The
 checks cover rows that tie exactly, blocks with more candidates than slots (the pick kernel then rescores the whole
-block), the decode bookkeeping, back-to-back calls (the per-row counters are left at zero), and an engine whose fused steps use the head."""
+block), the decode bookkeeping, back-to-back calls (the per-row counters are left at zero, the row maxima at -inf), and an engine whose fused steps use the head."""
 import os, subprocess, sys, textwrap
 import pytest
 
@@ -24,6 +24,7 @@ SCRIPT = textwrap.dedent('''
             ah.argmax_into(h, nt)
             assert torch.equal(nt[:T], F.linear(h, lin.weight).argmax(-1)), (dt, T, nt[:T], F.linear(h, lin.weight).argmax(-1))
             assert not ah._scratch[-1].any(), ah._scratch[-1]   # every row's counter back at zero
+            assert (ah._scratch[1] == float('-inf')).all()       # and every row's INT8 maximum back at -inf
     # exact ties: the same row at 100 and 2500 (and 2999) wins; the first index is the token
     w = torch.randn(3000, 256).to(torch.bfloat16); h = torch.randn(1, 256).to(torch.bfloat16)
     w[2500] = w[100] = w[2999] = (h[0].float() * 0.5).to(torch.bfloat16)

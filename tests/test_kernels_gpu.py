@@ -176,7 +176,7 @@ def test_swiglu_in_matvec_equals_two_kernels(kernel, stages):
 @pytest.mark.parametrize('M', [1, 5, 16, 40])
 @pytest.mark.parametrize('N,Kd', [(1000, 2560), (4097, 384)])
 def test_w8a16_head_kernel(M, N, Kd):
-    "The INT8 head kernel (`w8a16_matmul`, one scale per row) against the float32 reference; the module and its compiled op."
+    "The INT8 head kernel (`w8a16_matmul`, one scale per row) against the float32 reference; the module and its compiled op; rowmax=."
     torch.manual_seed(0)
     lin = nn.Linear(Kd, N, bias=False, device='cuda')
     q = K.W8A16Linear.from_float(lin).cuda()
@@ -184,6 +184,9 @@ def test_w8a16_head_kernel(M, N, Kd):
     ref = (x.float() @ q.dequantize().T).to(torch.bfloat16)   # rounded as the kernel's bf16 output is (the rounding alone: ~1.4e-3 against float32)
     assert rel_error(K.w8a16_matmul(x, q.weight_codes, q.weight_scale), ref) < 2e-4
     assert rel_error(torch.compile(q, fullgraph=True)(x), ref) < 2e-4
+    mx = torch.full((M + 1,), float('-inf'), device='cuda')        # rowmax=: each row's largest product, max-accumulated
+    y = K.w8a16_matmul(x, q.weight_codes, q.weight_scale, rowmax=mx)
+    assert torch.equal(mx[:M].to(torch.bfloat16), y.max(1).values) and mx[M] == float('-inf')   # (rounding is monotone)
 
 @pytest.mark.parametrize('T', [1, 16])
 def test_fused_argmax_equals_torch(T):
