@@ -1043,8 +1043,8 @@ def attn_partials(Hkv:int, NS:int, BR:int, D:int, device)->tuple:
 # %% ../nbs/16_engine.ipynb #aa1b909c
 HEAD_BLOCK = 2048   # INT8 logits per program of `ArgmaxHead`'s pick kernel (Qwen3.5's 248320: 122 programs a row)
 HEAD_SCR = 64       # candidates a pick program lists and rescores from its block; past that it rescores the whole block
-HEAD_GEMV = tuple(int(v) for v in os.environ.get('EFFQWEN_HEAD_GEMV', '64,256,4,4').split(','))   # the head GEMV's block_n, block_k,
-# num_warps, num_stages (`w8a16_matmul`); `scripts/argmax_head_bench.py` times the alternatives (SWEEP=1)
+HEAD_GEMV = tuple(int(v) for v in os.environ.get('EFFQWEN_HEAD_GEMV', '64,256,4,3').split(','))   # the head GEMV's block_n, block_k,
+# num_warps, num_stages (`w8a16_matmul`): the fastest of `scripts/argmax_head_bench.py`'s sweep (SWEEP=1) at 1 and 16 rows
 
 if triton is not None:
     @triton.jit
