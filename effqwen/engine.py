@@ -1186,7 +1186,8 @@ class ArgmaxHead(nn.Module):
         self._gemv(h); self._pick(h, next_tok, pos, tok, out_ids)
 
     def _gemv(self, h):
-        "Kernel 1: the INT8 logits of h (bf16) and each row's largest (float32, max-accumulated by the GEMV's programs)."
+        """Kernel 1: the INT8 logits of h (bf16) and each row's largest (float32, max-accumulated by the GEMV's programs into
+        -inf). `_pick` must follow: it resets those maxima to -inf, and a stale larger maximum would raise its threshold."""
         from effqwen.kernels import w8a16_matmul
         z, zmax = self._scratch[:2]
         w8a16_matmul(h, self.weight_codes, self.weight_scale, block_n=self.block_n, out=z[:h.shape[0]], rowmax=zmax, **self.gemv_cfg)

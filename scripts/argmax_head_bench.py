@@ -25,7 +25,7 @@ def graph_us(fn, calls=CALLS):
     return _chain_us([fn] * calls)
 
 def parts(ah, h):
-    "ArgmaxHead's two kernels alone (its own launches), µs per call; and the head GEMV's configurations (SWEEP=1)."
+    "ArgmaxHead's GEMV alone (with and without its row maxima), µs per call; and the head GEMV's configurations (SWEEP=1)."
     import triton
     from effqwen.kernels import w8a16_matmul
     T, V = h.shape[0], ah.out_features
@@ -33,7 +33,8 @@ def parts(ah, h):
     ah.argmax_into(h, nt); z = ah._scratch[0]
     out = dict(gemv_rowmax=graph_us(lambda: ah._gemv(h)),   # (the pick kernel is not timed alone: it needs the GEMV's row maxima,
                gemv_plain=graph_us(lambda: w8a16_matmul(h, ah.weight_codes, ah.weight_scale, block_n=ah.block_n, out=z[:T], **ah.gemv_cfg)))
-    ah.argmax_into(h, nt)                                     #  which it resets; argmax_head − gemv_rowmax is its share)
+    ah._scratch[1].fill_(float('-inf'))                       #  which it resets; argmax_head − gemv_rowmax is its share):
+    ah.argmax_into(h, nt)                                     #  the GEMV's repeats left the maxima set, as no step may
     if os.environ.get('SWEEP') == '1':
         sw = {}
         for bn, bk, nw, ns in [(64, 256, 4, 4), (64, 256, 4, 3), (64, 256, 4, 5), (64, 256, 8, 4), (64, 512, 4, 3), (64, 512, 8, 3),
