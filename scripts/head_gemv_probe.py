@@ -7,6 +7,8 @@ epilogue `ArgmaxHead` needs (atomic max per program), each checked against the l
 CUDA-graph replays (`gluon_stream_probe._chain_us`), swept over tile sizes, warps and stages.
 
 GPU:  PYTHONPATH=. OUT=... python3 scripts/head_gemv_probe.py     -> data/results/head_gemv_probe_h200.json (and $OUT)
+      LIB_ONLY=1: only the library kernel, at the 16 configurations `argmax_head_bench.py`'s sweep left out (block_n 32 / 64,
+      block_k 128 / 256, 2 / 4 warps, 2 / 3 stages), the engine's (64, 256, 4, 3) timed between every 4  -> ..._library.json
 """
 import itertools, os, pathlib, shutil, sys, time
 import torch
@@ -67,24 +69,29 @@ def main():
         except Exception as e:
             rows.append(dict(kernel=name, config=cfg, error=f'{type(e).__name__}: {str(e)[:160]}'))
         print(rows[-1], flush=True)
-    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)]:
-        timed('library', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
-              lambda: w8a16_matmul(x, q, s, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns, out=y, rowmax=mx))
-    for bn, bk, nw, ns in itertools.product((64, 128), (128, 256), (4, 8), (2, 3, 4)):
+    lib = lambda bn, bk, nw, ns: timed('library', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
+                                       lambda: w8a16_matmul(x, q, s, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns, out=y, rowmax=mx))
+    if os.environ.get('LIB_ONLY') == '1':   # the library kernel's configurations the earlier sweep left out, the engine's between them
+        for i, (bn, bk, nw, ns) in enumerate(itertools.product((32, 64), (128, 256), (2, 4), (2, 3))):
+            if i % 4 == 0: lib(64, 256, 4, 3)
+            lib(bn, bk, nw, ns)
+        lib(64, 256, 4, 3)
+    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)] * (os.environ.get('LIB_ONLY') != '1'):
+        lib(bn, bk, nw, ns)
+    for bn, bk, nw, ns in itertools.product((64, 128), (128, 256), (4, 8), (2, 3, 4)) if os.environ.get('LIB_ONLY') != '1' else ():
         timed('swap', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
               lambda: _swap_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, 1, V, K, BLOCK_N=bn, BLOCK_K=bk, BM=16, num_warps=nw, num_stages=ns))
-    for bn, bk, nw, ns in itertools.product((16, 32, 64), (256, 512), (4, 8), (1, 2, 3)):
+    for bn, bk, nw, ns in itertools.product((16, 32, 64), (256, 512), (4, 8), (1, 2, 3)) if os.environ.get('LIB_ONLY') != '1' else ():
         timed('register', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
               lambda: _reg_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, V, K, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns))
-    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)]:   # the library again, last (a first measurement can run slow)
-        timed('library', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
-              lambda: w8a16_matmul(x, q, s, block_n=bn, block_k=bk, num_warps=nw, num_stages=ns, out=y, rowmax=mx))
+    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)] * (os.environ.get('LIB_ONLY') != '1'):   # again, last (a first measurement can run slow)
+        lib(bn, bk, nw, ns)
     ok = [r for r in rows if 'us' in r and r['rel_err'] < 2e-3 and r['rowmax_ok']]
     best = {k: min((r for r in ok if r['kernel'] == k), key=lambda r: r['us'], default=None) for k in ('library', 'swap', 'register')}
     res = dict(shape=dict(V=V, K=K), calls=CALLS, rows=rows, best=best, wall_s=time.time() - t0,
                note=('µs per call of the 4B head INT8 GEMV at one row with its row-max epilogue (atomic max), CUDA-graph replays, '
                      'best of 2; rel_err against the library kernel\'s output; rowmax_ok: the row max equals the output\'s max'))
-    p = write_result('head_gemv_probe_h200', res, get_profile('gpu'))
+    p = write_result('head_gemv_probe_h200' + ('_library' if os.environ.get('LIB_ONLY') == '1' else ''), res, get_profile('gpu'))
     if os.environ.get('OUT'): shutil.copy(p, pathlib.Path(os.environ['OUT'])/p.name)
     print('wrote', p, {k: (v['config'], round(v['us'], 1)) if v else None for k, v in best.items()})
 
