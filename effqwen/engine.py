@@ -18,17 +18,18 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
            'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_GEMV',
-           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS',
-           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_argmax',
-           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
-           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
+           'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
+           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
+           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
+           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
+           'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1043,6 +1044,8 @@ def attn_partials(Hkv:int, NS:int, BR:int, D:int, device)->tuple:
 # %% ../nbs/16_engine.ipynb #aa1b909c
 HEAD_BLOCK = 2048   # INT8 logits per program of `ArgmaxHead`'s pick kernel (Qwen3.5's 248320: 122 programs a row)
 HEAD_SCR = 64       # candidates a pick program lists and rescores from its block; past that it rescores the whole block
+HEAD_PICK_BK = (4096, 4096)   # weight columns per load of the pick kernel's rescoring, (one row, more rows): a whole row of K
+HEAD_PICK_WARPS = 8            # warps per pick program (`scripts/argmax_head_bench.py`, SWEEP_PICK=1, times the alternatives)
 HEAD_GEMV = tuple(int(v) for v in os.environ.get('EFFQWEN_HEAD_GEMV', '64,256,4,3').split(','))   # the head GEMV's block_n, block_k,
 # num_warps, num_stages (`w8a16_matmul`): the fastest of `scripts/argmax_head_bench.py`'s sweep (SWEEP=1) at 1 and 16 rows
 
@@ -1200,8 +1203,8 @@ class ArgmaxHead(nn.Module):
         P, KP, dec = -(-V // HEAD_BLOCK), _np2(K), pos is not None
         _head_pick_kernel[(T, P)](z, self.err, self.err_max, zmax, h, self.weight, scr, pv, pi, V, K, P,
                                   cnt, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
-                                  BLOCK=HEAD_BLOCK, KP=KP, SCR=HEAD_SCR, CB=4, BK=min(4096, KP), BP=_np2(P),
-                                  DECODE=dec, num_warps=8, **_pdl(h))   # (a row's K in one load)
+                                  BLOCK=HEAD_BLOCK, KP=KP, SCR=HEAD_SCR, CB=4, BK=min(HEAD_PICK_BK[T > 1], KP), BP=_np2(P),
+                                  DECODE=dec, num_warps=HEAD_PICK_WARPS, **_pdl(h))
 
 
 # %% ../nbs/16_engine.ipynb #8aa0413d

@@ -7,6 +7,7 @@ rescoring). At 1 and 16 rows (decode, verify-16). Also checks `ArgmaxHead`'s tok
 ROWS random rows per row count and records how many rows its bound leaves to rescore.
 
 GPU:  PYTHONPATH=. OUT=... python3 scripts/argmax_head_bench.py     -> $OUT/argmax_head_h200.json (and data/results/)
+      SWEEP=1: also the head GEMV's configurations; SWEEP_PICK=1: the pick kernel's load width and warps (whole head timed)
 """
 import json, os, pathlib, shutil, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -45,6 +46,18 @@ def parts(ah, h):
                                                                                     num_stages=ns, out=z[:T], rowmax=mx))
             except Exception as e: sw[f'bn{bn}_bk{bk}_w{nw}_s{ns}'] = f'{type(e).__name__}: {str(e)[:120]}'
         out['gemv_sweep'] = sw
+    if os.environ.get('SWEEP_PICK') == '1':   # the pick kernel's rescoring loads (HEAD_PICK_BK) and warps: the whole head, timed
+        import effqwen.engine as E
+        own, sp = (E.HEAD_PICK_BK, E.HEAD_PICK_WARPS), {}
+        try:
+            for bk in (4096, 2048, 1024, 512):
+                for nw in (4, 8):
+                    E.HEAD_PICK_BK, E.HEAD_PICK_WARPS = (bk, bk), nw
+                    ah.argmax_into(h, nt); sp[f'bk{bk}_w{nw}'] = graph_us(lambda: ah.argmax_into(h, nt))
+                    ok = torch.equal(nt[:T], F.linear(h, ah.weight).argmax(-1))
+                    if not ok: sp[f'bk{bk}_w{nw}_tokens_differ'] = True
+        finally: E.HEAD_PICK_BK, E.HEAD_PICK_WARPS = own
+        out['pick_sweep'] = sp
     return out
 
 def main():
