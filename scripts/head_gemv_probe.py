@@ -76,16 +76,16 @@ def main():
             if i % 4 == 0: lib(64, 256, 4, 3)
             lib(bn, bk, nw, ns)
         lib(64, 256, 4, 3)
-    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)] * (os.environ.get('LIB_ONLY') != '1'):
-        lib(bn, bk, nw, ns)
-    for bn, bk, nw, ns in itertools.product((64, 128), (128, 256), (4, 8), (2, 3, 4)) if os.environ.get('LIB_ONLY') != '1' else ():
-        timed('swap', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
-              lambda: _swap_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, 1, V, K, BLOCK_N=bn, BLOCK_K=bk, BM=16, num_warps=nw, num_stages=ns))
-    for bn, bk, nw, ns in itertools.product((16, 32, 64), (256, 512), (4, 8), (1, 2, 3)) if os.environ.get('LIB_ONLY') != '1' else ():
-        timed('register', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
-              lambda: _reg_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, V, K, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns))
-    for bn, bk, nw, ns in [(64, 256, 4, 3), (64, 256, 4, 4)] * (os.environ.get('LIB_ONLY') != '1'):   # again, last (a first measurement can run slow)
-        lib(bn, bk, nw, ns)
+    else:
+        ends = [(64, 256, 4, 3), (64, 256, 4, 4)]   # the library first and again last (a first measurement can run slow)
+        for cfg in ends: lib(*cfg)
+        for bn, bk, nw, ns in itertools.product((64, 128), (128, 256), (4, 8), (2, 3, 4)):
+            timed('swap', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
+                  lambda: _swap_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, 1, V, K, BLOCK_N=bn, BLOCK_K=bk, BM=16, num_warps=nw, num_stages=ns))
+        for bn, bk, nw, ns in itertools.product((16, 32, 64), (256, 512), (4, 8), (1, 2, 3)):
+            timed('register', dict(block_n=bn, block_k=bk, warps=nw, stages=ns),
+                  lambda: _reg_kernel[(triton.cdiv(V, bn),)](x, q, s, y, mx, V, K, BLOCK_N=bn, BLOCK_K=bk, num_warps=nw, num_stages=ns))
+        for cfg in ends: lib(*cfg)
     ok = [r for r in rows if 'us' in r and r['rel_err'] < 2e-3 and r['rowmax_ok']]
     best = {k: min((r for r in ok if r['kernel'] == k), key=lambda r: r['us'], default=None) for k in ('library', 'swap', 'register')}
     res = dict(shape=dict(V=V, K=K), calls=CALLS, rows=rows, best=best, wall_s=time.time() - t0,
