@@ -21,10 +21,10 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 
            'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
            'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
            'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears',
-           'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
-           'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
            'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
            'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
            'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
@@ -1582,13 +1582,19 @@ Engine._run, Engine._commit_step = _run, _commit_step
 # graphs recorded with programmatic dependent launch: decode (faster in every A/B of profile_steps on the H200; verify-16
 # was faster in one of three, slower in two)
 PDL_STEPS = tuple(s for s in os.environ.get('EFFQWEN_PDL_STEPS', 'decode').split(',') if s)
+# decode steps recorded back to back in one more graph ('decode_chain'), which `decode_n_tokens` replays for each whole
+# chunk of that many steps (1: none; one graph per step)
+DECODE_CHAIN = int(os.environ.get('EFFQWEN_DECODE_CHAIN', '1'))
 
 def _capture(self:Engine):
-    """Record the decode, verify and commit steps as CUDA graphs (warm-up first, then reset). Steps outside `PDL_STEPS`
-    are recorded without programmatic dependent launch (`effqwen.kernels.PDL` off while they run)."""
+    """Record the decode, verify and commit steps as CUDA graphs (warm-up first, then reset), and with `DECODE_CHAIN` > 1
+    that many decode steps in one graph. Steps outside `PDL_STEPS` are recorded without programmatic dependent launch
+    (`effqwen.kernels.PDL` off while they run)."""
     import effqwen.kernels as K
     B, own = self.block_size, K.PDL
     steps = dict(decode=lambda: self._run(1, 'decode'), verify=lambda: self._run(B, 'verify'), commit=self._commit_step)
+    if DECODE_CHAIN < 1: raise ValueError(f'DECODE_CHAIN={DECODE_CHAIN}: decode steps per graph must be >= 1 (1: one graph per step)')
+    self.graphs, self.decode_chain = {}, DECODE_CHAIN if DECODE_CHAIN > 1 else 0
     s = torch.cuda.Stream(self.device)
     s.wait_stream(torch.cuda.current_stream(self.device))
     try:
@@ -1600,8 +1606,9 @@ def _capture(self:Engine):
         torch.cuda.synchronize(self.device)
         self.reset()
         pool = torch.cuda.graph_pool_handle()
+        if self.decode_chain: steps['decode_chain'] = lambda: [self._run(1, 'decode') for _ in range(self.decode_chain)]
         for name, fn in steps.items():
-            K.PDL = own and name in PDL_STEPS
+            K.PDL = own and name.split('_')[0] in PDL_STEPS
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g, pool=pool), torch.no_grad(): fn()
             self.graphs[name] = g
@@ -1706,10 +1713,15 @@ def _decode_one_token(self:Engine)->torch.Tensor:
     return None if self._argmax_only else self.logits[0]
 
 def _decode_n_tokens(self:Engine, n:int)->torch.Tensor:
-    "n greedy decode steps chained on the device; returns the n new tokens (n,) (one sync at the end)."
+    """n greedy decode steps chained on the device; returns the n new tokens (n,) (one sync at the end). Whole chunks of
+    `decode_chain` steps replay the graph that holds that many (`DECODE_CHAIN`), the rest one graph per step."""
     self._check_room(n)
-    p0 = self.length
-    for _ in range(n): self._step('decode')
+    p0, k = self.length, getattr(self, 'decode_chain', 0)
+    if k and 'decode_chain' in self.graphs:
+        for _ in range(n // k): self.graphs['decode_chain'].replay()
+        n0 = n - n % k
+    else: n0 = 0
+    for _ in range(n - n0): self._step('decode')
     self.length += n
     return self.out_ids[p0 + 1:p0 + 1 + n]
 

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -241,6 +241,35 @@ def argmax_head_ab(eng, ids) -> dict|None:
     def use(h): eng.head = h
     try: r = steps_ab(eng, ids, {'head=bf16': lambda: use(own)} | {k: (lambda h=h: use(h)) for k, h in heads.items()}, setup=True)
     finally: eng.head = own; eng.setup(eng.max_seq_len)
+    return r
+
+def decode_chain_ab(eng, ids) -> dict|None:
+    """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
+    warm-up tokens) with one recorded graph per decode step and with `DECODE_CHAIN` steps per graph (CHAINS='1,8' by
+    default, comma-separated), with the engine's BF16 head and with `ArgmaxHead` (CHAIN_HEADS='bf16,argmax8'). The
+    settings alternate round by round (ROUNDS, default 5); each head's chains must give the same tokens."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own, own_head = E.DECODE_CHAIN, eng.head
+    chains = [int(c) for c in os.environ.get('CHAINS', '1,8').split(',')]
+    heads = {k: {'bf16': own_head, 'argmax8': None}[k] for k in os.environ.get('CHAIN_HEADS', 'bf16,argmax8').split(',')}
+    if 'argmax8' in heads: heads['argmax8'] = E.ArgmaxHead(own_head)
+    nd = min(64, eng.max_seq_len - ids.shape[-1] - 8)
+    ms, toks = {(h, c): [] for h in heads for c in chains}, {}
+    try:
+        for _ in range(int(os.environ.get('ROUNDS', '5'))):
+            for h, head in heads.items():
+                eng.head = head
+                for c in chains:
+                    E.DECODE_CHAIN = c; eng.setup(eng.max_seq_len)     # (records the graphs, with the chain, for this head)
+                    eng.prefill(ids); eng.decode_n_tokens(4); torch.cuda.synchronize()
+                    t = time.perf_counter(); out = eng.decode_n_tokens(nd); torch.cuda.synchronize()
+                    ms[h, c].append((time.perf_counter() - t) / nd * 1e3); toks[h, c] = out.tolist()
+    finally: E.DECODE_CHAIN, eng.head = own, own_head; eng.setup(eng.max_seq_len)
+    r = dict(tokens=nd, ms={f'head={h} chain={c}': dict(decode_ms=sorted(v)[len(v) // 2], decode_rounds_ms=v) for (h, c), v in ms.items()},
+             same_tokens={h: len({tuple(toks[h, c]) for c in chains}) == 1 for h in heads})
+    for k, v in r['ms'].items(): print(k, round(v['decode_ms'], 4), [round(x, 4) for x in v['decode_rounds_ms']], flush=True)
+    print('same tokens', r['same_tokens'], flush=True)
     return r
 
 def swiglu_ab(eng, ids) -> dict|None:

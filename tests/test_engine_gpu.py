@@ -282,3 +282,24 @@ def test_argmax_head_equals_bf16_head():
         blk = torch.randint(0, 255, (16,), device='cuda')
         ea.prefill(pr); ep.prefill(pr); ea.verify(blk); ep.verify(blk)
         assert torch.equal(ea.next_tok, ep.next_tok)
+
+@pytest.mark.parametrize('head', ['bf16', 'argmax8'])
+def test_decode_chain_equals_single_steps(head, monkeypatch):
+    """`DECODE_CHAIN`: decode steps recorded back to back in one graph give the tokens of one graph per step (whole
+    chunks from the chain graph, the rest step by step), with the plain head and with `ArgmaxHead` (whose pick kernel
+    resets its scratch for the next step inside the graph)."""
+    import effqwen.engine as E
+    m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2).cuda()
+    conv = E.ArgmaxHead.from_linear if head == 'argmax8' else None
+    ref = E.Engine(m, max_seq_len=128, convert_head=conv)
+    monkeypatch.setattr(E, 'DECODE_CHAIN', 4)
+    eng = E.Engine(m, max_seq_len=128, convert_head=conv)
+    assert set(eng.graphs) == {'decode', 'verify', 'commit', 'decode_chain'} and eng.decode_chain == 4
+    for pr in _prompts():
+        for n in (1, 4, 11):
+            ref.prefill(pr); eng.prefill(pr)
+            assert torch.equal(eng.decode_n_tokens(n), ref.decode_n_tokens(n)), (pr.shape, n)
+            assert eng.length == ref.length and int(eng.pos) == int(ref.pos)
+        assert torch.equal(eng.generate(pr, 30), ref.generate(pr, 30))
+    monkeypatch.setattr(E, 'DECODE_CHAIN', 0)
+    with pytest.raises(ValueError, match='DECODE_CHAIN'): eng._capture()
