@@ -13,6 +13,8 @@
 #   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
 #          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
 #          included) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
+#   CAPACITY=1 (one GPU): regen bf16 -> stage-1 drafters of each depth in CAP_LAYERS (default '2 5') trained side by side
+#          on those answers -> e2e of each (train_cap<L>.json, e2e_cap<L>.json): the drafter-capacity test
 #
 # Run from the repository root on the device, after `gpu_drafter.py assemble --work $WORK` (README "GPU runs"):
 #   scripts/gpu_session.sh start [extra train args]   launch both chains, return at once
@@ -70,16 +72,17 @@ smoke() {   # the PDL chain of the W4A16 kernels and the fused engine's verify /
   timeout 240 python3 -m pytest -q -x tests/test_gluon.py tests/test_engine_gpu.py -k "swiglu_epilogue" > "$W/smoke_swiglu_epilogue.log" 2>&1 || { mark "SWIGLU EPILOGUE TESTS FAILED (see smoke_swiglu_epilogue.log): epilogue off"; touch "$W/swiglu_epilogue.off"; }
   touch "$W/smoke.over"
 }
-case ${1:?start|poll|chain0|chain1} in
+case ${1:?start|poll|chain0|chain1|solo|capacity} in
   start) shift
     if [ -n "${REGEN_TAR:-}" ]; then   # answers of an earlier session (poll's regen_data.tar.xz), checked against its sha256 file
       (cd "${REGEN_TAR%/*}" && sha256sum -c SHA256) || { echo "REGEN_TAR: sha256 mismatch, not used"; exit 1; }
       tar -xJf "$REGEN_TAR" -C "$W" && echo "regen answers restored from $REGEN_TAR (regen stages find them done)"; fi
     rm -f "$W"/chain?.done "$W"/lat.done "$W"/train_b.over "$W"/regen_bf16.over "$W"/train_*.json "$W"/smoke.over "$W"/pdl.off "$W"/fragment.off "$W"/swiglu_epilogue.off
     : > "$W/train_args"; [ $# -gt 0 ] && printf '%s\n' "$@" > "$W/train_args"
-    if [ -n "${SOLO:-}" ]; then setsid nohup bash "$0" solo > "$W/chain0.log" 2>&1 < /dev/null &
+    if [ -n "${CAPACITY:-}" ]; then setsid nohup bash "$0" capacity > "$W/chain0.log" 2>&1 < /dev/null &
+    elif [ -n "${SOLO:-}" ]; then setsid nohup bash "$0" solo > "$W/chain0.log" 2>&1 < /dev/null &
     else setsid nohup bash "$0" chain0 > "$W/chain0.log" 2>&1 < /dev/null & fi
-    if [ -n "${SOLO:-}" ]; then :
+    if [ -n "${SOLO:-}${CAPACITY:-}" ]; then :
     elif [ -n "${ENGINE_ONLY:-}" ]; then setsid nohup bash "$0" smoke1 > "$W/chain1.log" 2>&1 < /dev/null &
     else setsid nohup bash "$0" chain1 > "$W/chain1.log" 2>&1 < /dev/null & fi
     sleep 2; echo "started; chain logs in $W/chains.log" ;;
@@ -105,6 +108,22 @@ case ${1:?start|poll|chain0|chain1} in
     # E2E=1: the new stage 2's true end-to-end speedup in the recipe's serving configuration (fused step, window E2E_WINDOWS)
     if [ -n "${E2E:-}" ]; then mark "solo e2e"; E2E_W4=0 E2E_PLAIN=0 E2E_WINDOWS=${E2E_WINDOWS:-1024} $G e2e --work "$W" > "$W/e2e.log" 2>&1; fi
     mark "solo done"; touch "$W/chain0.done" "$W/chain1.done" ;;
+  capacity) export CUDA_VISIBLE_DEVICES=0 OUT=$R   # CAPACITY=1: stage-1 drafters of each depth in CAP_LAYERS (default '2 5') on the
+    # same BF16 answers (DRAFTER_REGEN_PROMPTS of them), trained side by side in one process each, then each end to end on the
+    # INT4 target (gpu_drafter.py e2e: the fused step, bf16 engine; N_EVAL / N_LONG prompts): does a deeper drafter accept more?
+    mark "capacity regen"; $G regen --work "$W" --only bf16 --batch "${REGEN_BATCH:-1024}" --deadline "${REGEN_DEADLINE:-600}" > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
+    for L in ${CAP_LAYERS:-2 5}; do
+      d="$W/cap$L"; mkdir -p "$d"; ln -sfn "$W/bundle" "$d/bundle"; ln -sfn "$W/smollm2" "$d/smollm2"; cp "$W"/regen_bf16.json "$W"/regen_bf16_s.txt "$W"/regen_bf16_keys.json "$d"/
+      mark "capacity train layers=$L"
+      $G train --work "$d" --drafters stage1 --layers "$L" --deadline "${TRAIN_DEADLINE:-900}" --train-budget 100000 > "$W/train_cap$L.log" 2>&1 &
+    done; wait
+    for L in ${CAP_LAYERS:-2 5}; do
+      cp "$W/cap$L/train_stage1.json" "$R/train_cap$L.json" 2>/dev/null || continue
+      mark "capacity e2e layers=$L"
+      OUT=$W/e2e_cap$L E2E_W4=0 E2E_PLAIN=0 $G e2e --work "$W" --drafter-dir "$W/cap$L/drafters/stage1" > "$W/e2e_cap$L.log" 2>&1
+      for f in "$W"/e2e_cap$L/data/results/drafter_e2e_step_ab*.json; do [ -f "$f" ] && cp "$f" "$R/e2e_cap$L.json"; done
+    done
+    mark "capacity done"; touch "$W/chain0.done" "$W/chain1.done" ;;
   smoke1) export CUDA_VISIBLE_DEVICES=1   # ENGINE_ONLY: the smoke on GPU 1 beside GPU 0's profile
     smoke; mark "gpu1 done"; touch "$W/chain1.done" ;;
   chain0) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"
@@ -180,12 +199,12 @@ PY
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt e2e chain0 chain1; do
+    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b train_cap2 train_cap5 eval lossless32 opt e2e e2e_cap2 e2e_cap5 chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
-    if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_int4_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
-      tar -cJf "$R/regen_data.tar.xz" -C "$W" regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt $(cd "$W" && ls regen_*_keys.json 2>/dev/null); fi
+    if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_bf16_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
+      tar -cJf "$R/regen_data.tar.xz" -C "$W" $(cd "$W" && ls regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt regen_*_keys.json 2>/dev/null); fi   # (CAPACITY: the BF16 answers alone)
     find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' -o -name 'drafters.tar.part*' \) ! -name partial.json -exec cp {} "$OUT"/ \;
     ls -la "$OUT" ;;
   *) echo "unknown stage $1"; exit 2 ;;
