@@ -13,6 +13,7 @@ device call; this script checks every part and member against the bundle manifes
     python scripts/gpu_drafter.py opt      --work /tmp/xfer   # A5 / A6 on the stage-2 drafter (PTQ, SWA); JSON -> $OUT
     python scripts/gpu_drafter.py e2e      --work /tmp/xfer --drafter-dir DIR   # fused vs plain drafter step, end to end
     python scripts/gpu_drafter.py render-e2e                                     # its table (render: A4 and A2-true; render-opt: A5 / A6)
+    python scripts/gpu_drafter.py capacity --capacity-train T2 T5 --e2e E2 E5 --note ...   # the CAPACITY=1 chain's files -> one result; render-capacity
 
 Everything is the library's code (effqwen.regen / dflash / drafter_opt / engine); the script only wires it to the
 bundle and to a time budget (the device allows 10 minutes per command): training steps are the profile's, capped by
@@ -271,8 +272,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
             run(fresh(d0, bf16), d0, 5, S.lr, 99); sync()           # warm-up (flex: compiles)
             t = time.time(); run(fresh(d0, bf16), d0, 10, S.lr, 99); sync()
             step_by['flex' if flex else 'dense'] = (time.time() - t) / 10
-        except Exception as e:                                    # keep training on the dense path
-            step_by['flex_error'] = repr(e)[:500]; log('flex_attention failed, dense mask instead:', repr(e)[:300])
+        except Exception as e:                                    # train on the path that ran
+            path = 'flex' if flex else 'dense'
+            step_by[f'{path}_error'] = repr(e)[:500]; log(f'the {path} attention path failed its timing, the other trains:', repr(e)[:300])
     attn = min((k for k in ('flex', 'dense') if k in step_by), key=step_by.get)
     DF.FLEX_TRAIN, step_s = attn == 'flex', step_by[attn]
     log('step s by attention path', step_by, '->', attn)
@@ -1009,6 +1011,55 @@ def render_refit(path: Path):
     md = "### A4 (refit): stage 2 on the INT4 target's answers to the reasoning prompts too, against the committed stage 2\n\n" + render_table(rows, cols) + '\n' + cap
     print(write_table('drafter_a4_refit_gpu', md, doc['provenance']['profile'])); print(md)
 
+def capacity(train_fs: list, e2e_fs: list, note: str, out: Path = Path('data/results/drafter_capacity_gpu.json')):
+    """The drafter-capacity test (`CAPACITY=1 scripts/gpu_session.sh start`): stage-1 drafters of several depths trained
+    side by side on the same BF16 answers, then each end to end. One result: per depth, the training record
+    (`train_cap<L>.json` as the device wrote it) and its e2e run (`e2e_cap<L>.json`), in the order given."""
+    from effqwen.core import atomic_write
+    if not note: raise ValueError('capacity: --note is empty: say which commands and data made the run')
+    if len(train_fs) != len(e2e_fs) or not train_fs: raise ValueError('capacity: name one training record (--capacity-train) per e2e file (--e2e), in the same order')
+    runs = []
+    for tf, ef in zip(train_fs, e2e_fs):
+        tr, ee = json.loads(Path(tf).read_text()), json.loads(Path(ef).read_text())
+        layers = tr['drafter']['num_hidden_layers']
+        if list(tr.get('steps', {})) != ['stage1']: raise ValueError(f'capacity: {tf} is no stage-1 training record (steps: {tr.get("steps")})')
+        if ee.get('drafter', '').rstrip('/').split('/')[-3:-2] != [f'cap{layers}']:
+            raise ValueError(f"capacity: {ef} ran drafter {ee.get('drafter')!r}, not the {layers}-layer one of {tf}")
+        runs.append(dict(layers=layers, train=tr, e2e=ee))
+    if len({json.dumps(r['train']['data']['bf16'].get('tokens')) for r in runs}) != 1: raise ValueError('capacity: the drafters trained on different data')
+    doc = dict(provenance=dict(runs[-1]['e2e']['provenance'], note=note), runs=runs)
+    atomic_write(out, json.dumps(doc, indent=1) + '\n'); log(f'{out}: written ({len(runs)} depths)')
+
+def render_capacity(path: Path = Path('data/results/drafter_capacity_gpu.json')):
+    "Table drafter_capacity_gpu: per drafter depth, teacher-forced accuracy on training and held-out chunks, held-out τ, and τ end to end."
+    from effqwen.core import render_table, write_table, provenance_line
+    doc = json.loads(path.read_text()); rows = []
+    for r in doc['runs']:
+        tr, ev = r['train'], r['e2e']['eval']['fused']; ba = tr['block_accuracy']['stage1']; hc = tr['held_curve']['stage1']
+        best = min(hc, key=lambda x: x[1])
+        rows.append(dict(layers=r['layers'], steps=tr['steps']['stage1'], step_ms=tr['step_ms'],
+                         acc_tr=' / '.join(f'{a:.2f}' for a in ba['train']['acc'][:4]), acc_ho=' / '.join(f'{a:.2f}' for a in ba['held_out']['acc'][:4]),
+                         tau_tr=ba['train']['tau'], tau_ho=ba['held_out']['tau'], walk=ba['held_out']['walk_tau'],
+                         loss=f"{best[1]:.2f} @ {best[0]} → {hc[-1][1]:.2f}", tau_g=ev['gsm8k']['tau'], tau_h=ev['humaneval']['tau'], tau_all=ev['all']['tau'],
+                         draft_ms=r['e2e']['step_ms']['draft_fused'], x=ev['all']['speedup_tpot_mean']))
+    cols = [('layers', 'drafter layers', '{}'), ('steps', 'steps', '{:,}'), ('step_ms', 'ms / step', '{:.0f}'),
+            ('acc_tr', 'acc pos 1-4, train', '{}'), ('acc_ho', 'acc pos 1-4, held-out', '{}'), ('tau_tr', 'block τ train', '{:.2f}'),
+            ('tau_ho', 'block τ held-out', '{:.2f}'), ('walk', 'walk τ held-out', '{:.2f}'), ('loss', 'held-out loss: best @ step → last', '{}'),
+            ('tau_g', 'τ gsm8k', '{:.2f}'), ('tau_h', 'τ humaneval', '{:.2f}'), ('tau_all', 'τ all', '{:.2f}'),
+            ('draft_ms', 'drafter step ms', '{:.3f}'), ('x', 'decode speedup', '{:.2f}x')]
+    r0 = doc['runs'][0]; d = r0['train']['data']['bf16']; e = r0['e2e']
+    cap = (f"Stage-1 drafters (trained against the BF16 target) that differ only in depth, trained side by side on one H200 (so the ms per step "
+           f"are contended) on the same {d['conversations']:,} BF16-target conversations ({d['response_tokens']:,} response tokens, "
+           f"{d['chunks']:,} chunks of {r0['train']['sizes']['pack_len']}; held out: {d['held_out']}), {r0['train']['precision']}, lr {r0['train']['sizes']['lr']}, "
+           f"batch {r0['train']['sizes']['batch']} × {r0['train']['sizes']['anchors']} anchors. acc pos k: teacher-forced accuracy of block position k; "
+           "block τ: the anchor-mean τ those accuracies imply; walk τ: the decoding loop replayed on held-out text. τ end to end: greedy speculative "
+           f"decoding on the engine over the INT4 target (bf16 codes × scales, fused drafter step, CUDA graphs), "
+           + ', '.join(f'{b} {n}' for b, n in e['eval_prompts'].items()) + f" prompts, {e['eval_new']} new tokens; decode speedup = DFlash's "
+           "(mean time per output token, prefill excluded) over the engine's AR decode. Not the A4 run (20,480 conversations, 7,000 steps). "
+           f"Run: {doc['provenance']['note']}\n\n" + provenance_line(doc) + '\n')
+    md = "### Drafter capacity: does a deeper DFlash drafter accept more on SmolLM2? (gpu profile data, stage 1)\n\n" + render_table(rows, cols) + '\n' + cap
+    print(write_table('drafter_capacity_gpu', md, doc['provenance']['profile'])); print(md)
+
 ARCHIVES = {   # result -> its session-runs file, and what of each run the archive keeps
     'drafter_training_gpu': ("Earlier gpu-profile runs of drafter_training_gpu.json, newest first, in summary (per-round acceptance lengths, "
                              "losses and divergences dropped); each run's whole file is in the git history "
@@ -1054,13 +1105,14 @@ def archive(result: Path, new: Path, note: str):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit', 'capacity', 'render-capacity'])
     ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back, named after the result it replaces (that one moves to its _session_runs.json)')
     ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
     ap.add_argument('--opt-result', default='data/results/drafter_opt_gpu.json')
     ap.add_argument('--e2e-result', default=None, help='render-e2e: one e2e result (default: drafter_e2e_step_ab_gpu.json and drafter_e2e_swa_gpu.json)')
     ap.add_argument('--e2e', nargs='*', default=None, help='refit: the e2e files of the A/B (committed stage 2, then the refit), as they came back; --new: its train_stage2.json')
+    ap.add_argument('--capacity-train', nargs='*', default=None, help='capacity: the train_cap<L>.json files as they came back (with --e2e: their e2e_cap<L>.json, same order)')
     ap.add_argument('--only', default='bf16,int4', help='regen: which targets answer (one process per GPU: bf16 on one, int4 on the other)')
     ap.add_argument('--drafters', default=','.join(DRAFTERS), help='train: which drafters this process trains (two GPUs: stage1 | direct,stage2)')
     ap.add_argument('--no-fp32', action='store_true', help='eval: leave the float32 losslessness check to a `lossless32` call')
@@ -1096,6 +1148,8 @@ def main():
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
         archive(result_of(Path(a.new)), Path(a.new), a.note)
     elif a.stage == 'refit': refit(Path(a.new), a.e2e or [], a.note)
+    elif a.stage == 'capacity': capacity(a.capacity_train or [], a.e2e or [], a.note)
+    elif a.stage == 'render-capacity': render_capacity()
     elif a.stage == 'render-refit': render_refit(Path('data/results/drafter_stage2_refit_gpu.json'))
     elif a.stage == 'render-opt': render_opt(Path(a.opt_result))
     elif a.stage == 'render-e2e':   # both e2e results (the step A/B and the window A/B) unless --e2e-result names one

@@ -412,22 +412,27 @@ def render_ab(paths: list|None = None):
         doc = json.load(open(path)); docs.append(doc)
         for part, r in doc.items():
             if not isinstance(r, dict) or 'ms' not in r: continue
-            base = next(iter(r['ms'].values()))
-            for k, v in r['ms'].items():
-                rows.append(dict(part=part, setting=k, decode=v.get('decode_ms'), verify=v.get('verify_ms'),
+            for k, v in r['ms'].items():   # against the A/B's first setting (decode_chain_ab: the first of the same head)
+                head = k.split(' chain=')[0] if ' chain=' in k else None
+                base = next(b for j, b in r['ms'].items() if head is None or j.startswith(head + ' '))
+                same = r.get('same_tokens'); same = same.get(head.split('=')[1]) if isinstance(same, dict) and head else same
+                rows.append(dict(part=part, setting=k, ctx=doc['prompt'], decode=v.get('decode_ms'), verify=v.get('verify_ms'),
                                  dr=base['decode_ms'] / v['decode_ms'] if 'decode_ms' in v else None,
-                                 vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v else None, same=r.get('same_tokens'),
+                                 vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v and 'verify_ms' in base else None, same=same,
                                  sha=doc['provenance']['git_sha'][:7]))
     doc = docs[-1]
-    cols = [('part', 'A/B'), ('setting', 'setting'), ('decode', 'decode-1 ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
-            ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same 16 greedy tokens'), ('sha', 'run at')]
-    md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16, {doc['prompt']}-token context)\n\n" + render_table(rows, cols)
+    cols = [('part', 'A/B'), ('setting', 'setting'), ('ctx', 'context tokens', '{}'), ('decode', 'decode-1 ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
+            ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same greedy tokens'), ('sha', 'run at')]
+    md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16)\n\n" + render_table(rows, cols)
           + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round '
             '(`scripts/profile_steps.py --only PART`). Speedups are against the first setting of each A/B. `fragment_ab`: the W4A16 '
             'linears on the library\'s Triton kernels (0) or on the Gluon fragment-layout kernels (1, `Engine.use_fragment`: '
           + f"{next((d['fragment_ab'].get('linears_switched') for d in docs if d.get('fragment_ab')), None)} linears switched; the LM head is not a W4A16 linear in this engine). "
           + 'The greedy tokens of random weights follow near-ties, so a kernel '
-            'that sums in another order can change them (the kernels themselves pass Marlin\'s error test, `tests/test_gluon.py`).\n\n'
+            'that sums in another order can change them (the kernels themselves pass Marlin\'s error test, `tests/test_gluon.py`). '
+          + '`decode_chain_ab`: ms per token of `decode_n_tokens` as the latency benchmark times it (host clock around the synced call, '
+            'median over 5 rounds), one CUDA graph per decode step (chain=1) or that many steps per graph (`DECODE_CHAIN`), '
+            'against chain=1 with the same head; its tokens are compared within each head.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)
