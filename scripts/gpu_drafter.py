@@ -1028,7 +1028,7 @@ def capacity(train_fs: list, e2e_fs: list, note: str, out: Path = Path('data/res
         runs.append(dict(layers=layers, train=tr, e2e=ee))
     if len({json.dumps(r['train']['data']['bf16'].get('tokens')) for r in runs}) != 1: raise ValueError('capacity: the drafters trained on different data')
     doc = dict(provenance=dict(runs[-1]['e2e']['provenance'], note=note), runs=runs)
-    atomic_write(out, json.dumps(doc, indent=1) + '\n'); log(f'{out}: written ({len(runs)} depths)')
+    atomic_write(out, json.dumps(doc) + '\n'); log(f'{out}: written ({len(runs)} depths)')   # (one line: per-step curves; every tracked byte rides each device call)
 
 def render_capacity(path: Path = Path('data/results/drafter_capacity_gpu.json')):
     "Table drafter_capacity_gpu: per drafter depth, teacher-forced accuracy on training and held-out chunks, held-out τ, and τ end to end."

@@ -199,7 +199,7 @@ PY
     mark "gpu1 done"; touch "$W/chain1.done" ;;
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
-    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b train_cap2 train_cap5 eval lossless32 opt e2e e2e_cap2 e2e_cap5 chain0 chain1; do
+    for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt e2e $(cd "$W" && ls train_cap*.log e2e_cap*.log 2>/dev/null | sed 's/\.log$//') chain0 chain1; do
       [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
