@@ -11,9 +11,10 @@ from .core import atomic_write, cache_dir
 log = logging.getLogger('effqwen.assets')
 
 # %% auto #0
-__all__ = ['log', 'PACKAGES', 'SMOLLM2', 'LCE', 'MC_TASKS', 'AssetError', 'package_file', 'sha256_file', 'verify_sha256',
-           'smollm2_gguf', 'convert_gguf', 'smollm2_dir', 'split_of', 'text_corpus', 'humaneval', 'gsm8k', 'boolq',
-           'piqa', 'hellaswag', 'mmlu', 'openbookqa', 'asdiv', 'long_context_prompts', 'train_prompts']
+__all__ = ['log', 'PACKAGES', 'SMOLLM2', 'LCE', 'MC_TASKS', 'CONTAMINATION_N', 'CONTAMINATION_SHARE', 'AssetError',
+           'package_file', 'sha256_file', 'verify_sha256', 'smollm2_gguf', 'convert_gguf', 'smollm2_dir', 'split_of',
+           'text_corpus', 'humaneval', 'gsm8k', 'boolq', 'piqa', 'hellaswag', 'mmlu', 'openbookqa', 'asdiv',
+           'word_ngrams', 'eval_overlap', 'eval_contaminated', 'rg_questions', 'long_context_prompts', 'train_prompts']
 
 # %% ../nbs/01_assets.ipynb #94858e48
 class AssetError(ValueError): "A required offline asset is missing or fails its checksum."
@@ -220,6 +221,55 @@ def asdiv(n=None):
 
 MC_TASKS = dict(boolq=boolq, piqa=piqa, hellaswag=hellaswag, mmlu=mmlu, openbookqa=openbookqa)
 
+# %% ../nbs/01_assets.ipynb #21209e67
+CONTAMINATION_N, CONTAMINATION_SHARE = 6, 0.2   # word n-grams, and the share of one eval prompt's that marks a copy of it
+_EVAL_INDEX: dict = {}
+
+def word_ngrams(text:str, n:int=CONTAMINATION_N)->set:
+    "The lower-case word n-grams of `text` (words = runs of letters: numbers drop out, so a templated copy keeps its frame)."
+    w = re.findall(r'[a-z]+', text.lower())
+    return {tuple(w[i:i + n]) for i in range(len(w) - n + 1)}
+
+def _eval_index(n:int)->tuple:
+    "(n-gram -> indices of the eval prompts holding it, each prompt's n-gram count, their ids) over GSM8K and HumanEval, built once per n."
+    if n not in _EVAL_INDEX:
+        items = [(r['id'], r['question']) for r in gsm8k()] + [(r['task_id'], r['prompt']) for r in humaneval()]
+        idx, sizes = {}, []
+        for j, (_, t) in enumerate(items):
+            g = word_ngrams(t, n); sizes.append(len(g))
+            for x in g: idx.setdefault(x, []).append(j)
+        _EVAL_INDEX[n] = (idx, sizes, [k for k, _ in items])
+    return _EVAL_INDEX[n]
+
+def eval_overlap(text:str, n:int=CONTAMINATION_N)->tuple:
+    """(share, id): the largest share of one eval prompt's word n-grams (GSM8K, HumanEval) that `text` also holds, and
+    that prompt's id; (0.0, None) when it shares none."""
+    idx, sizes, ids = _eval_index(n)
+    hits = {}
+    for x in word_ngrams(text, n):
+        for j in idx.get(x, ()): hits[j] = hits.get(j, 0) + 1
+    if not hits: return 0.0, None
+    j = max(hits, key=lambda j: hits[j] / max(1, sizes[j]))
+    return hits[j] / max(1, sizes[j]), ids[j]
+
+def eval_contaminated(text:str, share:float=CONTAMINATION_SHARE, n:int=CONTAMINATION_N)->bool:
+    "Does `text` hold at least `share` of some eval prompt's word n-grams, i.e. is it a (templated) copy of an eval prompt?"
+    return eval_overlap(text, n)[0] >= share
+
+def rg_questions(name:str, # a reasoning-gym generator
+                 size:int, # questions wanted
+                 seed:int=0)->list:
+    """The first `size` (index, question) pairs of a reasoning-gym generator that are no copy of an eval prompt
+    (`eval_contaminated`): when some are dropped the generator is asked for more (its items do not depend on the size
+    asked for), so the indices skip the dropped ones."""
+    import reasoning_gym as rg
+    m = size
+    while True:
+        out = [(i, x['question']) for i, x in enumerate(rg.create_dataset(name, size=m, seed=seed)) if not eval_contaminated(x['question'])]
+        if len(out) >= size or m > 4 * size + 64: return out[:size]
+        m = 2 * m + 8
+
+
 # %% ../nbs/01_assets.ipynb #6d056f8d
 def long_context_prompts(tokenizer, # tokenizer used to count tokens
                          n:int=4, # number of prompts
@@ -247,13 +297,13 @@ def long_context_prompts(tokenizer, # tokenizer used to count tokens
 
 def train_prompts(n:int=64, # number of prompts
                   seed:int=0):
-    "Training prompts disjoint from every eval set: reasoning-gym problems + tasks over train-split code/essays."
-    import random, reasoning_gym as rg
+    """Training prompts disjoint from every eval set: reasoning-gym problems (no copies of eval items: `rg_questions`) +
+    tasks over train-split code/essays."""
+    import random
     rng = random.Random(seed)
     k = n // 2
-    math = [dict(id=f'rg/{name}/{i}', prompt=x['question'])
-            for name in ('gsm_symbolic', 'basic_arithmetic', 'chain_sum')
-            for i, x in enumerate(rg.create_dataset(name, size=k // 3 + 1, seed=seed))]
+    math = [dict(id=f'rg/{name}/{i}', prompt=q)
+            for name in ('gsm_symbolic', 'basic_arithmetic', 'chain_sum') for i, q in rg_questions(name, k // 3 + 1, seed)]
     docs = text_corpus('train', domains=('code', 'essays'))
     asks = {'code': ['Explain what this Python code does.', 'Write a docstring for the main function in this code.',
                      'Suggest one improvement to this code.'],

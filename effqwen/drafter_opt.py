@@ -354,10 +354,9 @@ def _text_windows(split:str='train', chars:int=1500):
     return out
 
 def _math_prompts(per:int, seed:int)->list:
-    "`per` reasoning-gym questions from each generator of `DRAFTER_MATH`, round-robin over the generators."
-    import reasoning_gym as rg
-    math = [[dict(id=f'rg/{g}/{i}', prompt=x['question']) for i, x in enumerate(rg.create_dataset(g, size=per, seed=seed))]
-            for g in DRAFTER_MATH]
+    "`per` reasoning-gym questions from each generator of `DRAFTER_MATH` (no copies of eval items), round-robin over the generators."
+    from effqwen.assets import rg_questions
+    math = [[dict(id=f'rg/{g}/{i}', prompt=q) for i, q in rg_questions(g, per, seed)] for g in DRAFTER_MATH]
     return [r for grp in zip(*math) for r in grp]
 
 def _code_prompt(i, head:str, whole:str, ask:str)->dict:
