@@ -20,6 +20,8 @@ three ways in one run:
                                                        # back to back against the bytes per call (fixed cost per kernel)
     python scripts/gluon_stream_probe.py split [--out DIR]   # GPU -> data/results/kernel_split_probe_h200.json: split-K of the
                                                        # plain products, every (WK, DEPTH) x slices, M = 1 and 16, chain + PDL
+    python scripts/gluon_stream_probe.py compute [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200.json: the kernel without its
+                                                       # correction MMAs / without its dequantize (wrong products, time only)
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
@@ -248,6 +250,85 @@ def boundary(out: str | None):
            note='µs per call of the Gluon W4A16 fragment kernel at M = 1 (the engine\'s config for the shape), calls on distinct '
                 'weight copies back to back in one CUDA graph under PDL; fits: least squares µs = fixed_us + MB / tb_s per K')
 
+COMPUTE_VARIANTS = ('base', 'nocorr', 'nodq')
+COMPUTE_SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (12352, 2560, 1), (18432, 2560, 1)]
+
+def _patch_compute(variant: str):
+    """Probe only, in a fresh process before anything compiles: swap `effqwen.gluon._group` for one that skips the
+    kernel's constant-A correction MMAs (`nocorr`: half the tensor-core work), or that and the dequantize ALU work too
+    (`nodq`: the words bitcast to bf16 pairs instead of unpacked). The products are wrong: only their time is used."""
+    import effqwen.gluon as G
+    from triton.experimental import gluon
+    from triton.experimental.gluon import language as gl
+    if variant not in COMPUTE_VARIANTS: raise ValueError(f'variant {variant!r}: pick one of {COMPUTE_VARIANTS}')
+    if variant == 'base': return
+    _pair, _dq = G._pair, G._dq
+
+    @gluon.jit
+    def _dq_cheap(w, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr):
+        q = _pair(w)
+        x = gl.join(gl.join(q, q), gl.join(q, q))
+        x = gl.reshape(x, [WK, WM, 8, 4, 4, 2, 2, 2])
+        x = gl.permute(x, [0, 1, 6, 2, 4, 7, 3, 5])
+        return gl.convert_layout(gl.reshape(x, [WK, 16 * WM, 64]), A, assert_trivial=True)
+
+    @gluon.jit
+    def _group_nocorr(acc, st, a136, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, MMA: gl.constexpr):
+        w0, w1, x0, x1, sc = st
+        p = gl.zeros([WK, 16 * WM, NT], gl.float32, MMA)
+        p = gl.nvidia.ampere.mma_v2(_dq(w0, A, WK, WM), x0, p)
+        p = gl.nvidia.ampere.mma_v2(_dq(w1, A, WK, WM), x1, p)
+        return acc + sc.to(gl.float32)[:, :, None] * p
+
+    @gluon.jit
+    def _group_nodq(acc, st, a136, A: gl.constexpr, WK: gl.constexpr, WM: gl.constexpr, NT: gl.constexpr, MMA: gl.constexpr):
+        w0, w1, x0, x1, sc = st
+        p = gl.zeros([WK, 16 * WM, NT], gl.float32, MMA)
+        p = gl.nvidia.ampere.mma_v2(_dq_cheap(w0, A, WK, WM), x0, p)
+        p = gl.nvidia.ampere.mma_v2(_dq_cheap(w1, A, WK, WM), x1, p)
+        return acc + sc.to(gl.float32)[:, :, None] * p
+
+    G._group = _group_nocorr if variant == 'nocorr' else _group_nodq
+
+def compute_one(variant: str):
+    "One variant's timings (a JSON line on stdout): the engine's fragment config per shape, L2 flushed by a memset and back to back under PDL."
+    _patch_compute(variant)
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    torch.manual_seed(0); pdl_default, out = Kn.PDL, {}
+    for N, K, M in COMPUTE_SHAPES:
+        ws = [_w4_copy(N, K) for _ in range(CHAIN)]
+        x = torch.randn(M, K, device='cuda').to(torch.bfloat16); y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
+        c = G.fragment_config('w4a16', M, N, K, x.device)
+        r = dict(config=list(c), sub136=G.SUB136)
+        try:
+            ref = x.float() @ G.w4_fragment_dequantize(*ws[0]).T                 # Marlin's mean relative error against the float32 product
+            r['rel_err'] = float((G.w4a16_fragment_matmul(x, *ws[0], c, out=y).float() - ref).abs().mean() / ref.abs().mean())
+            Kn.PDL = False; r['memset'] = Kn._bench(lambda: G.w4a16_fragment_matmul(x, *ws[0], c, out=y), 5, flush='memset')
+            Kn.PDL = True; r['chain+pdl'] = _chain_us([lambda i=i: G.w4a16_fragment_matmul(x, *ws[i], c, out=y) for i in range(CHAIN)])
+        except Exception: r['error'] = traceback.format_exc()[-800:]
+        finally: Kn.PDL = pdl_default
+        out[f'{N}x{K} M={M}'] = r
+        del ws; torch.cuda.empty_cache()
+    print('RESULT ' + json.dumps(out), flush=True)
+
+def compute(out: str | None):
+    """Is the fragment kernel's tensor-core or ALU work on its critical path at M = 1? Each variant of `_patch_compute`
+    in its own process (the swap must precede every compile), timed as `compute_one` does; probe only (the variants'
+    products are wrong). -> data/results/kernel_compute_probe_h200.json"""
+    import subprocess, sys
+    t0, res = time.time(), {}
+    for v in COMPUTE_VARIANTS:
+        p = subprocess.run([sys.executable, __file__, 'compute-one', '--variant', v], capture_output=True, text=True)
+        line = [l for l in p.stdout.splitlines() if l.startswith('RESULT ')]
+        res[v] = json.loads(line[-1][7:]) if line else dict(error=(p.stderr or p.stdout)[-1500:])
+        print(v, json.dumps(res[v])[:600], flush=True)
+    _write('kernel_compute_probe_h200', out, t0, variants=res,
+           note='µs per call of the W4A16 fragment kernel (the engine\'s config per shape, M = 1): memset = effqwen.kernels._bench with '
+                'a 256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. '
+                'base: the kernel; nocorr: without its constant-A correction MMAs; nodq: also without its dequantize ALU work '
+                '(words bitcast). Probe only: nocorr / nodq compute wrong products.')
+
 def render():
     from effqwen.core import write_table, provenance_line
     doc = json.load(open(f'data/results/{NAME}.json'))
@@ -337,6 +418,6 @@ def split(out: str | None):
                 'rel_err: mean |y - ref| / mean |ref| against the float32 product; best: fastest with rel_err < 1e-3')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
