@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -242,6 +242,18 @@ def argmax_head_ab(eng, ids) -> dict|None:
     try: r = steps_ab(eng, ids, {'head=bf16': lambda: use(own)} | {k: (lambda h=h: use(h)) for k, h in heads.items()}, setup=True)
     finally: eng.head = own; eng.setup(eng.max_seq_len)
     return r
+
+def sub136_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the W4A16 fragment kernels' constant-A correction mma (sub136=0) and with
+    `effqwen.gluon.SUB136` (code − 8 from the dequantize, no correction mma: half the tensor-core work; sub136=1). The
+    products are summed differently, so random weights' greedy tokens may part at a near-tie."""
+    import effqwen.gluon as G
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
+    own = G.SUB136
+    try: r = steps_ab(eng, ids, {f'sub136={int(on)}': (lambda on=on: setattr(G, 'SUB136', on)) for on in (False, True)})
+    finally: G.SUB136 = own; eng._capture()
+    return dict(r, module_default=own)
 
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
