@@ -1594,7 +1594,7 @@ def _capture(self:Engine):
     B, own = self.block_size, K.PDL
     steps = dict(decode=lambda: self._run(1, 'decode'), verify=lambda: self._run(B, 'verify'), commit=self._commit_step)
     if DECODE_CHAIN < 1: raise ValueError(f'DECODE_CHAIN={DECODE_CHAIN}: decode steps per graph must be >= 1 (1: one graph per step)')
-    self.graphs, self.decode_chain = {}, DECODE_CHAIN if DECODE_CHAIN > 1 else 0
+    self.graphs, self.decode_chain = {}, DECODE_CHAIN
     s = torch.cuda.Stream(self.device)
     s.wait_stream(torch.cuda.current_stream(self.device))
     try:
@@ -1606,7 +1606,7 @@ def _capture(self:Engine):
         torch.cuda.synchronize(self.device)
         self.reset()
         pool = torch.cuda.graph_pool_handle()
-        if self.decode_chain: steps['decode_chain'] = lambda: [self._run(1, 'decode') for _ in range(self.decode_chain)]
+        if self.decode_chain > 1: steps['decode_chain'] = lambda: [self._run(1, 'decode') for _ in range(self.decode_chain)]
         for name, fn in steps.items():
             K.PDL = own and name.split('_')[0] in PDL_STEPS
             g = torch.cuda.CUDAGraph()
@@ -1716,12 +1716,9 @@ def _decode_n_tokens(self:Engine, n:int)->torch.Tensor:
     """n greedy decode steps chained on the device; returns the n new tokens (n,) (one sync at the end). Whole chunks of
     `decode_chain` steps replay the graph that holds that many (`DECODE_CHAIN`), the rest one graph per step."""
     self._check_room(n)
-    p0, k = self.length, getattr(self, 'decode_chain', 0)
-    if k and 'decode_chain' in self.graphs:
-        for _ in range(n // k): self.graphs['decode_chain'].replay()
-        n0 = n - n % k
-    else: n0 = 0
-    for _ in range(n - n0): self._step('decode')
+    p0, k = self.length, (self.decode_chain if 'decode_chain' in self.graphs else 1)
+    for _ in range(n // k if k > 1 else 0): self.graphs['decode_chain'].replay()
+    for _ in range(n % k if k > 1 else n): self._step('decode')
     self.length += n
     return self.out_ids[p0 + 1:p0 + 1 + n]
 

@@ -199,10 +199,11 @@ def pdl_ab(eng, ids) -> dict|None:
     finally: Kn.PDL, E.PDL_STEPS = own; eng._capture()
     return dict(r, module_default=own[0])
 
-def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False) -> dict|None:
-    """Decode-1 / verify-16 with the engine module's boolean `flag` off and on (read while the steps are recorded, so
-    each setting records its graphs again), labelled `label=0/1`; the module's own value is restored after."""
-    import effqwen.engine as E
+def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False, module: str = 'effqwen.engine') -> dict|None:
+    """Decode-1 / verify-16 with `module`'s boolean `flag` off and on (read while the steps are recorded, so each
+    setting records its graphs again), labelled `label=0/1`; the module's own value is restored after."""
+    import importlib
+    E = importlib.import_module(module)
     if DEV != 'cuda' or not eng.use_graphs: return None
     if gluon:
         import effqwen.gluon as G
@@ -247,13 +248,7 @@ def sub136_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the W4A16 fragment kernels' constant-A correction mma (sub136=0) and with
     `effqwen.gluon.SUB136` (code − 8 from the dequantize, no correction mma: half the tensor-core work; sub136=1). The
     products are summed differently, so random weights' greedy tokens may part at a near-tie."""
-    import effqwen.gluon as G
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
-    own = G.SUB136
-    try: r = steps_ab(eng, ids, {f'sub136={int(on)}': (lambda on=on: setattr(G, 'SUB136', on)) for on in (False, True)})
-    finally: G.SUB136 = own; eng._capture()
-    return dict(r, module_default=own)
+    return flag_ab(eng, ids, 'SUB136', 'sub136', gluon=True, module='effqwen.gluon')
 
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
@@ -264,8 +259,8 @@ def decode_chain_ab(eng, ids) -> dict|None:
     if DEV != 'cuda' or not eng.use_graphs: return None
     own, own_head = E.DECODE_CHAIN, eng.head
     chains = [int(c) for c in os.environ.get('CHAINS', '1,8').split(',')]
-    heads = {k: {'bf16': own_head, 'argmax8': None}[k] for k in os.environ.get('CHAIN_HEADS', 'bf16,argmax8').split(',')}
-    if 'argmax8' in heads: heads['argmax8'] = E.ArgmaxHead(own_head)
+    make = {'bf16': lambda: own_head, 'argmax8': lambda: E.ArgmaxHead(own_head)}
+    heads = {k: make[k]() for k in os.environ.get('CHAIN_HEADS', 'bf16,argmax8').split(',')}
     nd = min(64, eng.max_seq_len - ids.shape[-1] - 8)
     ms, toks = {(h, c): [] for h in heads for c in chains}, {}
     try:
