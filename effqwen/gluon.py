@@ -553,7 +553,17 @@ if gluon is not None:
 _SMEM_MAX = 220 * 1024   # bytes of shared memory a CTA may take on sm_90 (232448 less a margin)
 LAST = {}                # 'kernel': the CompiledKernel of the last launch (for occupancy diagnostics)
 EVICT = os.environ.get('EFFQWEN_FRAG_EVICT', '1') != '0'   # weight words evict-first in L2 (`EFFQWEN_FRAG_EVICT=0` for the A/B)
-SUB136 = os.environ.get('EFFQWEN_FRAG_SUB136', '0') == '1'   # W4A16: dequantize to code − 8 and drop the correction mma (`_group`)
+def _env_max_m(name: str, default: str) -> int:
+    "An environment variable holding a row count M ≥ 0 (a largest M that takes some path); a clear error otherwise."
+    v = os.environ.get(name, default)
+    if not v.isdigit(): raise ValueError(f'{name}={v!r} must be a row count M >= 0 (0: never; 1: decode only; 16: decode and verify)')
+    return int(v)
+
+SUB136 = _env_max_m('EFFQWEN_FRAG_SUB136', '1')   # W4A16: launches with M <= SUB136 dequantize to code − 8 and drop the correction mma (`_group`)
+
+def _use_sub136(M: int) -> bool:
+    "Whether a W4A16 fragment launch of M rows takes `SUB136`'s path (measured faster at M = 1 and slower at M = 16 on the H200)."
+    return M <= int(SUB136)
 
 def _launch_opts(x)->dict:
     "The kernels' EVICT flag, and PDL (constexpr + launch attribute) where `effqwen.kernels.pdl_on` says so."
@@ -665,7 +675,7 @@ def w4a16_fragment_matmul(x:torch.Tensor, # (M, K) activations (bf16 on the GPU 
         ws, cnt = _split_scratch(N, NT, S, x.device)
         extra |= dict(SPLIT=S, ws_ptr=ws, cnt_ptr=cnt)
     LAST['kernel'] = w4_fragment_kernel[(N // (16 * WM), S)](words, scales, x, y, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
-                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, SUB136=SUB136, **extra, **_launch_opts(x))
+                                          MMA=MMA, A=A, B=B, WL=WL, XL=XL, SWIGLU_OUT=swiglu_out, num_warps=WK * WM, SUB136=_use_sub136(M), **extra, **_launch_opts(x))
     return y
 
 FRAG_SPLIT = os.environ.get('EFFQWEN_FRAG_SPLIT', '')   # split-K of plain fragment products: 'NxK:S' or 'NxK:S1/S16' (M <= 8 / more rows), comma-separated; '' none
@@ -756,7 +766,7 @@ def _add_product(x, words, scales, residual, norm_w, ss, config, epilogue)->tupl
     MMA, A, B, WL, XL, _ = layouts(WK, NT, WM)
     LAST['kernel'] = w4_fragment_kernel[(G,)](words, scales, x, xo, M, N, K=K, GROUP=128, WK=WK, NT=NT, WM=WM, DEPTH=DEPTH,
                                           MMA=MMA, A=A, B=B, WL=WL, XL=XL, r_ptr=residual, ss_ptr=ss,
-                                          num_warps=WK * WM, SUB136=SUB136, **epilogue(G, WK * WM), **_launch_opts(x))
+                                          num_warps=WK * WM, SUB136=_use_sub136(M), **epilogue(G, WK * WM), **_launch_opts(x))
     return xo, G
 
 def add_norm_scratch(N:int, device)->tuple:

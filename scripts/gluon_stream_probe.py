@@ -261,6 +261,7 @@ def _patch_compute(variant: str):
     from triton.experimental import gluon
     from triton.experimental.gluon import language as gl
     if variant not in COMPUTE_VARIANTS: raise ValueError(f'variant {variant!r}: pick one of {COMPUTE_VARIANTS}')
+    if 'EFFQWEN_FRAG_SUB136' not in os.environ: G.SUB136 = 0   # base: the kernel with its correction mma (EFFQWEN_FRAG_SUB136=1: SUB136's)
     if variant == 'base': return
     _pair, _dq = G._pair, G._dq
 

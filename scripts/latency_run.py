@@ -40,6 +40,8 @@ r['decode_swiglu_matvec'] = E.DECODE_SWIGLU_MATVEC   # (EFFQWEN_DECODE_SWIGLU_MA
 r['pdl_steps'] = list(E.PDL_STEPS) if K.PDL else []
 r['prefill_graphs'] = E.PREFILL_GRAPHS   # prompts padded to a size bucket, prefill replayed from a graph per bucket (EFFQWEN_PREFILL_GRAPHS)
 r['fragment_linears'] = E.fragment_default(torch.device('cuda'))   # the engine's W4A16 linears on the Gluon fragment kernels for 1..16 rows (EFFQWEN_FRAGMENT, default on Hopper)
+import effqwen.gluon as G
+r['frag_sub136_max_m'] = G.SUB136   # W4A16 fragment launches of at most this many rows dequantize to code − 8, no correction mma (EFFQWEN_FRAG_SUB136)
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
 p = write_result('latency_h200', r, get_profile('gpu'))

@@ -64,7 +64,7 @@ gpu = pytest.mark.skipif(not torch.cuda.is_available() or G.gluon is None, reaso
 @pytest.mark.parametrize('sub136', [False, True])
 def test_w4_kernel_matches_reference(M, cfg, sub136, monkeypatch):
     "Marlin's error test against the dequantized product, with the correction mma and with `SUB136` (code − 8, no correction)."
-    monkeypatch.setattr(G, 'SUB136', sub136)
+    monkeypatch.setattr(G, 'SUB136', 16 if sub136 else 0)   # the largest M that takes it
     N, Kd = 96, 1024
     wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
     s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
@@ -130,7 +130,7 @@ def test_w4_swiglu_epilogue_equals_product_then_swiglu_kernel(M, cfg, sub136, mo
     """The SwiGLU epilogue on a `swiglu_rows`-ordered fused [gate | up] weight equals the plain fragment kernel followed
     by the engine's SwiGLU kernel, bit for bit (same products per row, same roundings), also with `SUB136`."""
     from effqwen.engine import fused_swiglu
-    monkeypatch.setattr(G, 'SUB136', sub136)
+    monkeypatch.setattr(G, 'SUB136', 16 if sub136 else 0)   # the largest M that takes it
     N, Kd = 96, 1024
     wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
     s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
