@@ -132,8 +132,8 @@ def run(out: str | None):
         record('stream read (same bytes)', lambda i: read_words[grid](words[i], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4))
         rows.append(row)
         del words, wkl, wps; torch.cuda.empty_cache()
-    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, wall_s=time.time() - t0,
-               note='µs per call. memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
+    doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, wall_s=time.time() - t0, sub136_max_m=int(G.SUB136),
+               note='µs per call (gluon rows of at most sub136_max_m rows: effqwen.gluon.SUB136, no correction mma). memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
                     'to back in one CUDA graph, per call (chain+pdl: launched with programmatic dependent launch). gluon wkW dD evE: '
                     'the fragment kernel with W warps on K, load variant D (0 cp.async first, 1 registers first, 2 register pipeline), '
                     'E = evict-first weight loads (cp.async in Triton 3.6 takes no L2 hint, so D0 is the same either way); rel_err = '
