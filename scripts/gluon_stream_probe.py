@@ -337,7 +337,9 @@ def render():
             e = m.get('rel_err')
             lines.append(f"| {r['N']}×{r['K']}, {r['M']} | {name} | {f(m.get('memset'))} | {f(m.get('read'))} | {f(m.get('chain'))} | "
                          f"{f(m.get('chain+pdl'))} | {'' if e is None else f'{e:.1e}'} |")
-    lines += ['', doc['note'], '', provenance_line(doc)]
+    sub = doc.get('sub136_max_m', 0)   # (runs before SUB136: every gluon row with the correction mma)
+    lines += ['', doc['note'] + (f' In this run SUB136 = {sub}: the gluon rows of M ≤ {sub} dequantize to code − 8 and skip the correction mma.'
+                                 if sub else ' In this run every gluon row has the correction mma.'), '', provenance_line(doc)]
     print(write_table('kernel_stream_probe', '\n'.join(lines), doc['provenance']['profile']))
     import effqwen.gluon as G
     sw = json.load(open(f'data/results/{SWEEP}.json'))
