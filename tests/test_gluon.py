@@ -31,6 +31,24 @@ def test_config_and_errors():
     assert 'multiple of 16' in G.fragment_supported(K.W4A16Linear.from_float(lin))
     with pytest.raises(ValueError, match='no fragment path'): K.W4A16Linear.from_float(lin).use_fragment()
 
+def _offline_ok() -> bool:
+    "Gluon and the Triton wheel's ptxas / cuobjdump (compile for sm_90 without a GPU)."
+    import os
+    if G.gluon is None: return False
+    b = os.path.join(os.path.dirname(G.triton.__file__), 'backends/nvidia/bin')
+    return all(os.access(os.path.join(b, t), os.X_OK) for t in ('ptxas', 'cuobjdump'))
+
+@pytest.mark.skipif(not _offline_ok(), reason='needs triton.experimental.gluon and the wheel\'s ptxas / cuobjdump')
+@pytest.mark.parametrize('depth', [0, 1])   # 0: cp.async (Triton >= 3.9 names it async_load), 1: registers first
+def test_sub136_halves_the_mma_offline(depth):
+    """Compiled for sm_90 without a GPU: `SUB136` leaves half the W4A16 kernel's HMMAs (no correction mma) and adds one
+    bf16x2 subtract per word half; without it there is none."""
+    ops = {sub: G.census(G.compile_offline('w4a16', 4, 8, 2560, DEPTH=depth, SUB136=sub))[1] for sub in (False, True)}
+    hmma = {sub: sum(c for o, c in ops[sub].items() if o.startswith('HMMA')) for sub in ops}
+    hadd = {sub: sum(c for o, c in ops[sub].items() if o.startswith('HADD2')) for sub in ops}
+    assert hmma[False] > 0 and hmma[True] * 2 == hmma[False]
+    assert hadd[False] == 0 and hadd[True] == 2 * hmma[False]   # 2 word halves per A fragment's 4 words, per mma step
+
 def test_fragment_picks_only_for_their_gpu():
     doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best='wk2 d1'), dict(N=96, K=1024, M=16, best='wk4 d0'),
                                                     dict(N=64, K=512, M=1), dict(N=64, K=512, M=16, best='wk2 wm2 d0')])
