@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_regen.ipynb #12e6821c
 from __future__ import annotations
-import hashlib, json, logging
+import hashlib, json, logging, os
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
@@ -14,15 +14,19 @@ from .model import chat_prompt
 log = logging.getLogger('effqwen.regen')
 
 # %% auto #0
-__all__ = ['log', 'generate_texts', 'regenerate', 'tokenize_conversation', 'pack']
+__all__ = ['log', 'generate_texts', 'static_greedy', 'regenerate', 'tokenize_conversation', 'pack']
 
 # %% ../nbs/03_regen.ipynb #d85e216e
 @torch.no_grad()
 def generate_texts(model, tokenizer, prompts:list[str], # already-templated prompt strings
                    max_new_tokens:int=128, temperature:float=0.0, batch_size:int=16, seed:int=0,
-                   desc:str='generate')->list[str]:
+                   desc:str='generate',
+                   static:bool|None=None, # greedy on a static cache (`static_greedy`); default: env EFFQWEN_REGEN_STATIC=1
+                  )->list[str]:
     "Generate one completion per prompt (batched, left-padded); returns the decoded new text."
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
+    static = os.environ.get('EFFQWEN_REGEN_STATIC', '0') == '1' if static is None else static
+    if static and temperature > 0: raise ValueError(f'static=True decodes greedily: temperature={temperature} needs static=False')
     tokenizer.padding_side = 'left'
     dev, out = next(model.parameters()).device, []
     gen = dict(max_new_tokens=max_new_tokens, do_sample=temperature > 0, pad_token_id=tokenizer.pad_token_id,
@@ -32,9 +36,71 @@ def generate_texts(model, tokenizer, prompts:list[str], # already-templated prom
     torch.manual_seed(seed)
     for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
         enc = tokenizer(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
-        ids = model.generate(**enc, **gen)[:, enc.input_ids.shape[1]:]
+        ids = (static_greedy(model, enc.input_ids, enc.attention_mask, max_new_tokens, tokenizer.eos_token_id, tokenizer.pad_token_id)
+               if static else model.generate(**enc, **gen)[:, enc.input_ids.shape[1]:])
         out += tokenizer.batch_decode(ids, skip_special_tokens=True)
     return out
+
+# %% ../nbs/03_regen.ipynb #68120fd9
+def _see(seen, mask, i:int):
+    "Unmask key position i for every row (the bool row mask, or the additive 4D mask of eager attention)."
+    if seen is not None: seen[:, i] = True
+    else: mask[..., i] = 0
+
+@torch.no_grad()
+def static_greedy(model, input_ids:torch.Tensor, attention_mask:torch.Tensor, # (B, P) left-padded prompts and their mask
+                  max_new_tokens:int, eos_token_id:int, pad_token_id:int,
+                  graphs:bool|None=None, # record the decode step as a CUDA graph (default: on CUDA)
+                  check_every:int=32)->torch.Tensor:
+    "Greedy continuations (B, ≤ max_new_tokens) from a static KV cache; pad_token_id after each row's eos."
+    from transformers import StaticCache
+    kinds = set(getattr(model.config, 'layer_types', None) or ['full_attention'])
+    if not kinds <= {'full_attention', 'sliding_attention'}:
+        raise ValueError(f'static_greedy takes attention-only models; this one has {sorted(kinds)} layers: use generate_texts(static=False)')
+    if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
+    if attention_mask.shape != input_ids.shape: raise ValueError(f'attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}')
+    impl = model.config._attn_implementation
+    if impl not in ('sdpa', 'eager'): raise ValueError(f'static_greedy builds 4D masks for sdpa / eager attention, not {impl!r}')
+    dt = next(model.parameters()).dtype
+    as4 = (lambda m: m) if impl == 'sdpa' else (lambda m: torch.zeros(m.shape, dtype=dt, device=m.device).masked_fill(~m, torch.finfo(dt).min))
+    B, P = input_ids.shape; L, dev = P + max_new_tokens, input_ids.device
+    graphs = dev.type == 'cuda' if graphs is None else graphs
+    cache = StaticCache(config=model.config, max_cache_len=L)
+    seen = torch.zeros(B, L, dtype=torch.bool, device=dev); seen[:, :P] = attention_mask.bool()
+    own = torch.eye(P, L, dtype=torch.bool, device=dev)                     # a padded query row sees itself (no NaN rows)
+    m4 = (seen[:, None, None, :] & torch.ones(P, L, dtype=torch.bool, device=dev).tril()) | own
+    logits = model(input_ids=input_ids, attention_mask=as4(m4), position_ids=(attention_mask.long().cumsum(-1) - 1).clamp(min=0),
+                   past_key_values=cache, use_cache=True, logits_to_keep=1).logits
+    tok = logits[:, -1].argmax(-1)[:, None]                                 # static buffers of the decode step
+    pos = attention_mask.long().sum(-1, keepdim=True)                       # the next token's position per row
+    mask = seen[:, None, None, :]                                           # a view: the steps see each new key
+    if impl == 'eager': mask = as4(mask); seen = None                       # (then the loop edits the additive mask)
+    def step():
+        out = model(input_ids=tok, attention_mask=mask, position_ids=pos, past_key_values=cache, use_cache=True).logits
+        return out[:, -1].argmax(-1)[:, None]
+    g = None
+    if graphs:
+        lengths = [l.cumulative_length for l in cache.layers]
+        if any(not torch.is_tensor(c) for c in lengths): raise ValueError('this transformers StaticCache has no tensor cumulative_length: use graphs=False')
+        _see(seen, mask, P)
+        s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s): step()                                   # warm-up (writes position P, replayed below)
+        torch.cuda.current_stream().wait_stream(s)
+        for c in lengths: c.fill_(P)
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g): nxt = step()
+    out = torch.full((B, max_new_tokens), pad_token_id, dtype=torch.long, device=dev)
+    done = torch.zeros(B, 1, dtype=torch.bool, device=dev)
+    for t in range(max_new_tokens):
+        out[:, t:t + 1] = torch.where(done, pad_token_id, tok)
+        done |= tok == eos_token_id
+        if t == max_new_tokens - 1 or ((t + 1) % check_every == 0 and bool(done.all())): return out[:, :t + 1]
+        _see(seen, mask, P + t)                                             # the key this step writes
+        if g is not None: g.replay(); tok.copy_(nxt)
+        else: tok = step()
+        pos += 1
+    return out
+
 
 # %% ../nbs/03_regen.ipynb #569faf48
 def _key(**kw)->str: return hashlib.sha256(json.dumps(kw, sort_keys=True, default=str).encode()).hexdigest()[:16]

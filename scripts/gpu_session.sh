@@ -29,7 +29,8 @@
 # answers, so the regen stages have nothing left to generate (the prompts must be the same bundle's).
 # A bigger drafter run: EXTRA_PROMPTS=.devsite/extra/prompts_extra.json DRAFTER_REGEN_PROMPTS=24576 DRAFTER_STEPS1=...
 # (read by gpu_drafter.py, recorded in the result's `sizes`); TRAIN_DEADLINE (default 900 s) caps each train command;
-# DRAFTER_COMPILE=1 compiles the drafters in eval.
+# DRAFTER_COMPILE=1 compiles the drafters in eval. EFFQWEN_REGEN_STATIC=1: the regen stages decode on a static cache from
+# a CUDA graph (`effqwen.regen.static_greedy`; check it first: tests/test_regen_gpu.py, scripts/regen_speed.py).
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"

@@ -1,0 +1,83 @@
+"""How fast the drafter's training answers can be regenerated on a GPU: `model.generate` (a growing DynamicCache) against
+`effqwen.regen.static_greedy` (static KV cache, decode step replayed from a CUDA graph), on the same batch of SmolLM2
+chat prompts (greedy, bf16), in one run. The drafter is short of data (drafter_capacity_gpu.json), so answers per GPU
+second decide how much it can train on.
+
+    PYTHONPATH=. OUT=$OUT python3 scripts/regen_speed.py [BATCH] [MAX_NEW]   # -> data/results/regen_speed_<gpu>.json
+    DEV=cpu python3 scripts/regen_speed.py 4 16                               # a dry run on a CPU (result in a temp folder)
+    python3 scripts/regen_speed.py render                                    # -> data/tables/regen_speed.md
+
+Answers / s counts each row's tokens up to and including its eos. Token agreement: bf16 rounding differs between the
+two paths (other attention lengths and kernels), so rows may part at a near-tie; the result gives the share of rows
+with the same answer and the mean share of each answer's tokens before the first difference.
+"""
+import json, os, shutil, sys, time
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+
+def _lengths(ids, eos):
+    hit = (ids == eos).int()
+    first = torch.where(hit.any(1), hit.argmax(1) + 1, torch.full_like(hit[:, 0], ids.shape[1]))
+    return first
+
+def run(batch: int, max_new: int):
+    from effqwen.core import write_result
+    from effqwen.model import load_target, chat_prompt
+    from effqwen.assets import train_prompts
+    from effqwen.regen import static_greedy
+    dev = os.environ.get('DEV', 'cuda'); cuda = dev == 'cuda'
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
+    model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
+    qs = [chat_prompt(tok, p) for p in train_prompts(batch)['prompt']]
+    tok.padding_side = 'left'
+    enc = tok(qs, return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
+    eos, pad = tok.eos_token_id, tok.pad_token_id
+    def hf():
+        return model.generate(**enc, max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=pad,
+                              temperature=None, top_p=None, top_k=None)[:, enc.input_ids.shape[1]:]
+    runs = {'generate': hf, 'static_greedy': lambda: static_greedy(model, enc.input_ids, enc.attention_mask, max_new, eos, pad),
+            'static_greedy_eager': lambda: static_greedy(model, enc.input_ids, enc.attention_mask, max_new, eos, pad, graphs=False)}
+    res, outs = {}, {}
+    for name, fn in runs.items():
+        fn(); sync()                               # warm-up (kernels, the graph's first recording)
+        t = time.time(); o = fn(); sync(); s = time.time() - t
+        n = int(_lengths(o, eos).sum()); outs[name] = o
+        res[name] = dict(seconds=s, answer_tokens=n, tokens_per_s=n / s, steps=o.shape[1], peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)
+        print(name, res[name], flush=True)
+    a, b = outs['generate'], outs['static_greedy']
+    w = min(a.shape[1], b.shape[1]); a, b = a[:, :w], b[:, :w]
+    same_rows = float((a == b).all(1).float().mean())
+    diff = (a != b).int()
+    first = torch.where(diff.any(1), diff.argmax(1), torch.full_like(diff[:, 0], w)).float()
+    agree = dict(same_rows=same_rows, mean_prefix_share=float((first / _lengths(outs['generate'][:, :w], eos).clamp(min=1).float()).clamp(max=1).mean()),
+                 graph_equals_eager=bool(torch.equal(outs['static_greedy'], outs['static_greedy_eager'])))
+    print(agree, flush=True)
+    if not cuda: print('dry run on the CPU: no result written'); return
+    gpu = torch.cuda.get_device_name().split()[-1].lower()
+    p = write_result(f'regen_speed_{gpu}', dict(batch=batch, max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
+                                                padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
+                                                speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
+                                                note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
+                                                     'answer tokens up to each row\'s eos'), 'gpu', device='cuda')
+    if os.environ.get('OUT'): (Path(os.environ['OUT'])/'data'/'results').mkdir(parents=True, exist_ok=True); shutil.copy(p, Path(os.environ['OUT'])/'data'/'results'/p.name)
+    print(p)
+
+def render():
+    from effqwen.core import write_table, provenance_line
+    docs = sorted(Path('data/results').glob('regen_speed_*.json'))
+    if not docs: raise SystemExit('no data/results/regen_speed_*.json: run this script on a GPU first')
+    lines = ['### Regenerating answers: `generate` vs the static-cache CUDA-graph loop', '',
+             '| GPU | batch × new tokens | path | s | answer tokens / s | speedup | same answers | peak GB |', '|---|---|---|---|---|---|---|---|']
+    for f in docs:
+        d = json.loads(f.read_text()); g = d['runs']['generate']['seconds']
+        for k, r in d['runs'].items():
+            lines.append(f"| {d['provenance']['device']} | {d['batch']} × {d['max_new_tokens']} | {k} | {r['seconds']:.2f} | {r['tokens_per_s']:,.0f} | "
+                         f"{g / r['seconds']:.2f}× | {d['agreement']['same_rows']:.0%} | {r['peak_gb']:.1f} |")
+        lines += ['', d['note'] + f"; graph replay equals the eager loop: {d['agreement']['graph_equals_eager']}; mean share of each answer "
+                  f"before the paths part: {d['agreement']['mean_prefix_share']:.0%}.", '', provenance_line(d)]
+    print(write_table('regen_speed', '\n'.join(lines) + '\n', 'gpu'))
+
+if __name__ == '__main__':
+    if sys.argv[1:2] == ['render']: render()
+    else: run(int(sys.argv[1]) if len(sys.argv) > 1 else 512, int(sys.argv[2]) if len(sys.argv) > 2 else 256)
