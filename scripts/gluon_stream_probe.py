@@ -143,9 +143,11 @@ def run(out: str | None):
 
 ENGINE_SHAPES = [(18432, 2560), (12352, 2560), (10240, 2560), (2560, 9216), (2560, 4096)]   # (N, K) of the 4B engine's W4A16 linears
 SWEEP = 'kernel_stream_sweep_h200'
+SWEEP_M = tuple(int(m) for m in os.environ.get('SWEEP_M', '1,16').split(','))   # row counts the sweep times (SWEEP_M=1: decode only)
 
 def sweep(out: str | None):
-    "Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16, timed as the engine runs them: in a chain, ± PDL."
+    """Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16 (env SWEEP_M), timed as the engine runs
+    them: in a chain, ± PDL; launches of at most `effqwen.gluon.SUB136` rows on its path (recorded as sub136_max_m)."""
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     torch.manual_seed(0); rows, t0 = [], time.time()
@@ -154,7 +156,7 @@ def sweep(out: str | None):
         wps = [torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda() for _ in range(CHAIN)]
         s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
         words = [G.w4_to_fragment(w) for w in wps]
-        for M in (1, 16):
+        for M in SWEEP_M:
             x = torch.randn(M, K, device='cuda').to(torch.bfloat16)
             ref = Kn.w4a16_mm_ref(x, wps[0], s).float()
             y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
@@ -175,7 +177,7 @@ def sweep(out: str | None):
             if ok: row['best'] = min(ok, key=ok.get)
             rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl') for k, v in row['configs'].items()}, flush=True)
         del words, wps; torch.cuda.empty_cache()
-    _write(SWEEP, out, t0, rows=rows, evict=G.EVICT,
+    _write(SWEEP, out, t0, rows=rows, evict=G.EVICT, sub136_max_m=int(G.SUB136),
            note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
                 '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
                 'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
