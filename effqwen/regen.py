@@ -55,8 +55,8 @@ def static_greedy(model, input_ids:torch.Tensor, attention_mask:torch.Tensor, # 
     "Greedy continuations (B, ≤ max_new_tokens) from a static KV cache; pad_token_id after each row's eos."
     from transformers import StaticCache
     kinds = set(getattr(model.config, 'layer_types', None) or ['full_attention'])
-    if not kinds <= {'full_attention', 'sliding_attention'}:
-        raise ValueError(f'static_greedy takes attention-only models; this one has {sorted(kinds)} layers: use generate_texts(static=False)')
+    if kinds != {'full_attention'}:   # (a sliding layer's static cache keeps only its window: other key counts than the masks)
+        raise ValueError(f'static_greedy takes full-attention-only models; this one has {sorted(kinds)} layers: use generate_texts(static=False)')
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
     if attention_mask.shape != input_ids.shape: raise ValueError(f'attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}')
     impl = model.config._attn_implementation
