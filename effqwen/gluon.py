@@ -277,22 +277,16 @@ if gluon is not None:
             w = gl.load(p)
         return w
 
-    if tuple(int(v) for v in triton.__version__.split('.')[:2]) < (3, 9):
-        @gluon.jit
-        def _wcopy(buf, p, EVICT: gl.constexpr):
-            "cp.async of weight words into shared memory; EVICT asks for evict-first, which Triton 3.6 drops on cp.async (its PTX has no L2 hint)."
-            if EVICT:
-                gl.nvidia.ampere.async_copy.async_copy_global_to_shared(buf, p, eviction_policy='evict_first')
-            else:
-                gl.nvidia.ampere.async_copy.async_copy_global_to_shared(buf, p)
-    else:   # Triton 3.9 removed async_copy_global_to_shared for async_load (same operands)
-        @gluon.jit
-        def _wcopy(buf, p, EVICT: gl.constexpr):
-            "cp.async of weight words into shared memory (Triton ≥ 3.9's `async_load`); EVICT asks for evict-first."
-            if EVICT:
-                gl.nvidia.ampere.async_copy.async_load(buf, p, eviction_policy='evict_first')
-            else:
-                gl.nvidia.ampere.async_copy.async_load(buf, p)
+    _ac = gl.nvidia.ampere.async_copy   # Triton 3.9 replaced async_copy_global_to_shared by async_load (same operands)
+    _acopy = _ac.async_copy_global_to_shared if tuple(int(v) for v in triton.__version__.split('.')[:2]) < (3, 9) else _ac.async_load
+
+    @gluon.jit
+    def _wcopy(buf, p, EVICT: gl.constexpr):
+        "cp.async of weight words into shared memory; EVICT asks for evict-first, which Triton 3.6 drops on cp.async (its PTX has no L2 hint)."
+        if EVICT:
+            _acopy(buf, p, eviction_policy='evict_first')
+        else:
+            _acopy(buf, p)
 
     @gluon.jit
     def _xb(x_ptr, xoff, xmask, kb, B: gl.constexpr, WK: gl.constexpr, NT: gl.constexpr):
