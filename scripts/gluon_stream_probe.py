@@ -253,7 +253,8 @@ def boundary(out: str | None):
                 'weight copies back to back in one CUDA graph under PDL; fits: least squares µs = fixed_us + MB / tb_s per K')
 
 COMPUTE_VARIANTS = ('base', 'nocorr', 'nodq')
-COMPUTE_SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (12352, 2560, 1), (18432, 2560, 1)]
+COMPUTE_SHAPES = [(N, K, M) for M in (int(m) for m in os.environ.get('COMPUTE_M', '1').split(','))   # COMPUTE_M=16: the verify width
+                  for N, K in ((9216, 2560), (2560, 9216), (4096, 2560), (12352, 2560), (18432, 2560))]
 
 def _patch_compute(variant: str):
     """Probe only, in a fresh process before anything compiles: swap `effqwen.gluon._group` for one that skips the
@@ -298,7 +299,7 @@ def compute_one(variant: str):
         ws = [_w4_copy(N, K) for _ in range(CHAIN)]
         x = torch.randn(M, K, device='cuda').to(torch.bfloat16); y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
         c = G.fragment_config('w4a16', M, N, K, x.device)
-        r = dict(config=list(c), sub136=G.SUB136)
+        r = dict(config=list(c), sub136=G._use_sub136(M))   # (EFFQWEN_FRAG_SUB136=16 COMPUTE_M=16: the verify width on that path)
         try:
             ref = x.float() @ G.w4_fragment_dequantize(*ws[0]).T                 # Marlin's mean relative error against the float32 product
             r['rel_err'] = float((G.w4a16_fragment_matmul(x, *ws[0], c, out=y).float() - ref).abs().mean() / ref.abs().mean())
