@@ -18,8 +18,8 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
            'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
-           'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK',
+           'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
            'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
            'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
            'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
@@ -709,9 +709,11 @@ if triton is not None:
                              REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr,
                              T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0,   # program i: token i // H, head i % H
                              PDL: tl.constexpr = False, BS: tl.constexpr = 16,
-                             CAUSAL: tl.constexpr = True, WIN: tl.constexpr = 0):   # as in `_attn_split_kernel`
+                             CAUSAL: tl.constexpr = True, WIN: tl.constexpr = 0,   # as in `_attn_split_kernel`
+                             BD: tl.constexpr = 0):   # head dims per program (0: all D; D // BD programs share a row's head)
         _pdl_enter(PDL)
-        i = tl.program_id(0)
+        DB: tl.constexpr = BD if BD > 0 else D
+        i = tl.program_id(0) // (D // DB); d0 = tl.program_id(0) % (D // DB) * DB
         t = i // H; hd = i % H
         j = hd // REP; r = t * REP + hd % REP
         dt = out_ptr.dtype.element_ty
@@ -719,10 +721,10 @@ if triton is not None:
         L = pos + t + 1 if CAUSAL else pos + T                         # this row's keys
         n_used = (L + CHUNK - 1) // CHUNK
         s_lo = tl.maximum(pos + t - WIN + 1, 0) // CHUNK if WIN > 0 else 0   # the first chunk holding a key the row sees
-        d = tl.arange(0, D); sb = tl.arange(0, BS)
+        d = d0 + tl.arange(0, DB); sb = tl.arange(0, BS)
         M = tl.max(tl.zeros((BS,), dtype=tl.float32), 0) - float('inf')
         ls = tl.sum(tl.zeros((BS,), dtype=tl.float32), 0)
-        o = tl.zeros((D,), dtype=tl.float32)
+        o = tl.zeros((DB,), dtype=tl.float32)
         for s0 in range(s_lo, n_used, BS):   # BS chunks' partials per step, loaded at once (one round trip, not one per chunk)
             s = s0 + sb; ok = s < n_used
             po = (j * NS + s) * BR + r
@@ -957,6 +959,8 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
 ATTN_BL, ATTN_WARPS = 64, 4   # keys per inner step, warps per program
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
+ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
+                       # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
 ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
 # attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
@@ -1001,9 +1005,11 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
                                   CAUSAL=causal, WIN=window, **_pdl(q))
     y = q.new_empty(T, H * D)
-    _attn_combine_kernel[(T * H,)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
+    bd = ATTN_COMBINE_BD if 0 < ATTN_COMBINE_BD < D else 0
+    if bd and (D % bd or bd & (bd - 1)): raise ValueError(f'ATTN_COMBINE_BD={ATTN_COMBINE_BD} must be a power of two dividing the head dim {D} (or 0)')
+    _attn_combine_kernel[(T * H * (D // bd if bd else 1),)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
                                    T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=ATTN_COMBINE_BS, num_warps=4,
-                                   CAUSAL=causal, WIN=window, **_pdl(y))
+                                   CAUSAL=causal, WIN=window, BD=bd, **_pdl(y))
     return y
 
 @torch.library.custom_op('effqwen::block_attn', mutates_args=())

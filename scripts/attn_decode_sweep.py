@@ -4,7 +4,9 @@ Attention: the split-K decode attention (16 query heads, 4 KV heads, head dim 25
 A decode step spent ~30 µs per attention layer at an 8K context (latency_h200.json: long minus short decode, over 8
 layers) against ~8 µs to read its keys and values once. The first run of this script (attn_decode_sweep_h200_serial_combine.json,
 at 5d55160) found the combine kernel's one-chunk-at-a-time loop costly at small chunks; the combine now loads 16 chunks'
-partials per step (`ATTN_COMBINE_BS`). This times `effqwen.engine.fused_attn_rows` (split kernel + combine) for every
+partials per step (`ATTN_COMBINE_BS`). At an 8K context the combine has only 16 programs (one per query head), each
+reading every chunk's partials for the whole head; `ATTN_COMBINE_BD` splits the head's dims over more programs (the
+`cbd<BD>` keys, default split config). This times `effqwen.engine.fused_attn_rows` (split kernel + combine) for every
 (CHUNK, BL, warps, stages):
 
 - `chain`: LAYERS calls back to back in one CUDA graph, each on its own cache (together larger than the L2, so each call
@@ -28,6 +30,7 @@ import torch
 sys.path.insert(0, os.path.dirname(__file__))
 NAME, LAYERS, LMAX = 'attn_decode_sweep_h200', 8, 8472      # the latency run's cache (8192 + 256 new + 16 + margin)
 CHUNKS, BLS, WARPS, STAGES = (64, 128, 256, 512), (32, 64), (4, 8), (3, 4)
+COMBINE_BDS = tuple(int(b) for b in os.environ.get('COMBINE_BDS', '128,64,32').split(',') if b)   # combine head-dim slices tried with the default split config
 
 def run(out: str | None):
     import effqwen.engine as E
@@ -61,6 +64,18 @@ def run(out: str | None):
                 r['gbs'] = row['bytes'] / r['chain'] / 1e3
             except Exception: r = dict(error=traceback.format_exc()[-600:])
             finally: E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES = own
+            row['configs'][key] = r
+        for bd in COMBINE_BDS:   # the default split config with the combine over BD head dims per program (`ATTN_COMBINE_BD`)
+            key, own_bd = 'c{} bl{} w{} s{}'.format(*own) + f' cbd{bd}', E.ATTN_COMBINE_BD
+            try:
+                E.ATTN_COMBINE_BD = bd
+                part = E.attn_partials(Hkv, -(-LMAX // own[0]), BR, D, dev)
+                y = E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, own[0]); torch.cuda.synchronize()
+                r = dict(max_abs_diff=float((y.float() - ref).abs().max()))
+                r['chain'] = _chain_us([lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part, own[0]) for i in range(LAYERS)])
+                r['gbs'] = row['bytes'] / r['chain'] / 1e3
+            except Exception: r = dict(error=traceback.format_exc()[-600:])
+            finally: E.ATTN_COMBINE_BD = own_bd
             row['configs'][key] = r
         ok = {k: v['chain'] for k, v in row['configs'].items() if 'chain' in v and v['max_abs_diff'] < 0.05}
         row['default'] = 'c{} bl{} w{} s{}'.format(*own)

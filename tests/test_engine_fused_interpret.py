@@ -25,13 +25,15 @@ SCRIPT = textwrap.dedent('''
     assert pos.item() == 7 and tok[0] == 130 and out[7] == 130 and nt[0] == 130
     E.ARGMAX_BLOCK = 2048
     # verify attention: the split-K kernels with one chunk, with chunks of 8 keys (the block straddles chunk
-    # boundaries, rows see different numbers of chunks; the combine steps over them 2 at a time), and the masked-matmul variant
+    # boundaries, rows see different numbers of chunks; the combine steps over them 2 at a time, each program a 4-dim slice
+    # of the head), and the masked-matmul variant
     # Gated-DeltaNet verify: the token-by-token kernel ('fused') and the one-chunk WY kernel ('chunk')
     for name, m, chunk, attn, gdn in (('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'split', 'fused'),
                                       ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 8, 'split', 'fused'), ('llama', tiny_llama(0, initializer_range=0.2), 256, 'matmul', 'fused'),
                                       ('qwen3.5', tiny_qwen35(0, initializer_range=0.2), 256, 'split', 'chunk')):
         E.ATTN_CHUNK, E.VERIFY_ATTN, E.GDN_VERIFY = chunk, attn, gdn
         E.ATTN_COMBINE_BS = 2 if chunk == 8 else 16   # chunks of 8: the combine takes 2 chunks' partials a step, an odd last step masked
+        E.ATTN_COMBINE_BD = 4 if chunk == 8 else 0   # and there 4 of the 16 head dims per combine program (4 programs per row and head)
         E.GDN_VERIFY_XCAT = gdn == 'chunk'   # commit's xcat from the output kernel (the chunk case) or from torch copies (the others)
         ef, et = Engine(m, max_seq_len=64, fused=True), Engine(m, max_seq_len=64, fused=False)
         assert ef.fused and not et.fused
