@@ -63,7 +63,8 @@ def static_greedy(model, input_ids:torch.Tensor, attention_mask:torch.Tensor, # 
     if impl not in ('sdpa', 'eager'): raise ValueError(f'static_greedy builds 4D masks for sdpa / eager attention, not {impl!r}')
     dt = next(model.parameters()).dtype
     as4 = (lambda m: m) if impl == 'sdpa' else (lambda m: torch.zeros(m.shape, dtype=dt, device=m.device).masked_fill(~m, torch.finfo(dt).min))
-    B, P = input_ids.shape; L, dev = P + max_new_tokens, input_ids.device
+    B, P = input_ids.shape; dev = input_ids.device
+    L = -(-(P + max_new_tokens) // 16) * 16   # cache length: a multiple of 16 keeps the masks aligned for SDPA's fused kernels (the rest is masked)
     graphs = dev.type == 'cuda' if graphs is None else graphs
     cache = StaticCache(config=model.config, max_cache_len=L)
     seen = torch.zeros(B, L, dtype=torch.bool, device=dev); seen[:, :P] = attention_mask.bool()
