@@ -45,6 +45,7 @@ def run(out: str | None):
     kcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
     vcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
     own = (E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES)
+    own_bd = E.ATTN_COMBINE_BD
     rows = []
     for ctx, T in itertools.product((2048, 8192), (1, 16)):
         pos = torch.tensor([ctx - T], device=dev)                    # rows see keys 0..ctx-1 (the last row's own key included)
@@ -52,10 +53,13 @@ def run(out: str | None):
         proj = torch.randn(T, 2 * H * D + 2 * Hkv * D, device=dev, dtype=torch.bfloat16)
         BR = max(16, E._np2(T * H // Hkv))
         row, ref = dict(ctx=ctx, T=T, bytes=2 * Hkv * ctx * D * 2, configs={}), None
-        for chunk, bl, nw, ns in [own] + [k for k in itertools.product(CHUNKS, BLS, WARPS, STAGES) if k != own]:
-            key = f'c{chunk} bl{bl} w{nw} s{ns}'
+        # (CHUNK, BL, warps, stages, combine head dims per program): the default first (the reference), every split
+        # config with the whole-head combine, then the default split config with the combine over BD-dim slices
+        settings = [own + (0,)] + [k + (0,) for k in itertools.product(CHUNKS, BLS, WARPS, STAGES) if k != own] + [own + (bd,) for bd in COMBINE_BDS]
+        for chunk, bl, nw, ns, bd in settings:
+            key = f'c{chunk} bl{bl} w{nw} s{ns}' + (f' cbd{bd}' if bd else '')
             try:
-                E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES = chunk, bl, nw, ns
+                E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES, E.ATTN_COMBINE_BD = chunk, bl, nw, ns, bd
                 part = E.attn_partials(Hkv, -(-LMAX // chunk), BR, D, dev)
                 y = E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, chunk); torch.cuda.synchronize()
                 if ref is None: ref = y.float()
@@ -63,19 +67,7 @@ def run(out: str | None):
                 r['chain'] = _chain_us([lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part, chunk) for i in range(LAYERS)])
                 r['gbs'] = row['bytes'] / r['chain'] / 1e3
             except Exception: r = dict(error=traceback.format_exc()[-600:])
-            finally: E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES = own
-            row['configs'][key] = r
-        for bd in COMBINE_BDS:   # the default split config with the combine over BD head dims per program (`ATTN_COMBINE_BD`)
-            key, own_bd = 'c{} bl{} w{} s{}'.format(*own) + f' cbd{bd}', E.ATTN_COMBINE_BD
-            try:
-                E.ATTN_COMBINE_BD = bd
-                part = E.attn_partials(Hkv, -(-LMAX // own[0]), BR, D, dev)
-                y = E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, own[0]); torch.cuda.synchronize()
-                r = dict(max_abs_diff=float((y.float() - ref).abs().max()))
-                r['chain'] = _chain_us([lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part, own[0]) for i in range(LAYERS)])
-                r['gbs'] = row['bytes'] / r['chain'] / 1e3
-            except Exception: r = dict(error=traceback.format_exc()[-600:])
-            finally: E.ATTN_COMBINE_BD = own_bd
+            finally: E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES, E.ATTN_COMBINE_BD = own + (own_bd,)
             row['configs'][key] = r
         ok = {k: v['chain'] for k, v in row['configs'].items() if 'chain' in v and v['max_abs_diff'] < 0.05}
         row['default'] = 'c{} bl{} w{} s{}'.format(*own)

@@ -4,22 +4,23 @@ chat prompts (greedy, bf16), in one run. The drafter is short of data (drafter_c
 second decide how much it can train on.
 
     PYTHONPATH=. OUT=$OUT python3 scripts/regen_speed.py [BATCH] [MAX_NEW]   # -> data/results/regen_speed_<gpu>.json
-    DEV=cpu python3 scripts/regen_speed.py 4 16                               # a dry run on a CPU (result in a temp folder)
+    DEV=cpu python3 scripts/regen_speed.py 4 16                               # a dry run on a CPU (no result written)
     python3 scripts/regen_speed.py render                                    # -> data/tables/regen_speed.md
 
 Answers / s counts each row's tokens up to and including its eos. Token agreement: bf16 rounding differs between the
 two paths (other attention lengths and kernels), so rows may part at a near-tie; the result gives the share of rows
 with the same answer and the mean share of each answer's tokens before the first difference.
 """
-import json, os, shutil, sys, time
+import json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
-def _lengths(ids, eos):
-    hit = (ids == eos).int()
-    first = torch.where(hit.any(1), hit.argmax(1) + 1, torch.full_like(hit[:, 0], ids.shape[1]))
-    return first
+def _first(hit):
+    "Per row, the index of the first True, or the row's width where there is none."
+    return torch.where(hit.any(1), hit.int().argmax(1), hit.shape[1])
+
+def _lengths(ids, eos): return (_first(ids == eos) + 1).clamp(max=ids.shape[1])   # answer tokens, its eos included
 
 def run(batch: int, max_new: int):
     from effqwen.core import write_result
@@ -48,19 +49,18 @@ def run(batch: int, max_new: int):
     a, b = outs['generate'], outs['static_greedy']
     w = min(a.shape[1], b.shape[1]); a, b = a[:, :w], b[:, :w]
     same_rows = float((a == b).all(1).float().mean())
-    diff = (a != b).int()
-    first = torch.where(diff.any(1), diff.argmax(1), torch.full_like(diff[:, 0], w)).float()
+    first = _first(a != b).float()
     agree = dict(same_rows=same_rows, mean_prefix_share=float((first / _lengths(outs['generate'][:, :w], eos).clamp(min=1).float()).clamp(max=1).mean()),
                  graph_equals_eager=bool(torch.equal(outs['static_greedy'], outs['static_greedy_eager'])))
     print(agree, flush=True)
     if not cuda: print('dry run on the CPU: no result written'); return
+    if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']   # the result under $OUT (effqwen.core.out_root)
     gpu = torch.cuda.get_device_name().split()[-1].lower()
     p = write_result(f'regen_speed_{gpu}', dict(batch=batch, max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
                                                 padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
                                                 speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
                                                      'answer tokens up to each row\'s eos'), 'gpu', device='cuda')
-    if os.environ.get('OUT'): (Path(os.environ['OUT'])/'data'/'results').mkdir(parents=True, exist_ok=True); shutil.copy(p, Path(os.environ['OUT'])/'data'/'results'/p.name)
     print(p)
 
 def render():
