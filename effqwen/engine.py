@@ -550,7 +550,7 @@ if triton is not None:
 
     @triton.jit
     def _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, rows, mrow, HV, PS, C, eps, DV: tl.constexpr, BD: tl.constexpr,
-                         CM: tl.constexpr = ''):   # CM: the load's cache modifier for o ('.cg': written by other programs of this launch)
+                         CM: tl.constexpr):   # CM: the load's cache modifier for o ('': default; '.cg': written by other programs of this launch)
         "Gated RMSNorm of the (token, head) rows of o into y: w · norm(o) · silu(z), rounded to the model dtype as torch does."
         dt = y_ptr.dtype.element_ty
         t = rows // HV; h = rows % HV
@@ -582,7 +582,7 @@ if triton is not None:
         n_row_progs = (ROWS + BR - 1) // BR
         if pid < n_row_progs:                                           # gated RMSNorm of BR rows (t, h)
             rows = (pid * BR + tl.arange(0, BR)).to(tl.int64)
-            _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, rows, rows < ROWS, HV, PS, C, eps, DV, BD)
+            _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, rows, rows < ROWS, HV, PS, C, eps, DV, BD, '')
         elif xs_ptr is not None:                                        # verify: xcat[c] = [window c | block rows' channel c]
             c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
             j = tl.arange(0, XP); W = KC + T
@@ -760,13 +760,13 @@ if triton is not None:
         DB: tl.constexpr = BD if BD > 0 else D
         i = tl.program_id(0) // (D // DB); d0 = tl.program_id(0) % (D // DB) * DB
         _combine_row(mp_ptr, lp_ptr, ap_ptr, tl.load(pos_ptr), proj_ptr, out_ptr, NS, i, d0, REP, BR, D, DB, CHUNK, GATE, T, H, PS, BS,
-                     CAUSAL, WIN)
+                     CAUSAL, WIN, '')
 
     @triton.jit
     def _combine_row(mp_ptr, lp_ptr, ap_ptr, pos, proj_ptr, out_ptr, NS, i, d0, REP: tl.constexpr, BR: tl.constexpr,
                      D: tl.constexpr, DB: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr, T: tl.constexpr,
                      H: tl.constexpr, PS, BS: tl.constexpr, CAUSAL: tl.constexpr, WIN: tl.constexpr,
-                     CM: tl.constexpr = ''):   # CM: the partials' cache modifier ('.cg': written by other programs of this launch)
+                     CM: tl.constexpr):   # CM: the partials' cache modifier ('': default; '.cg': written by other programs of this launch)
         "Row i = (token i // H, head i % H), dims d0..d0+DB of the output: the chunks' partials combined, then gated."
         t = i // H; hd = i % H
         j = hd // REP; r = t * REP + hd % REP
