@@ -15,21 +15,21 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_TAIL', 'TAIL_ATTN', 'TAIL_GDN',
-           'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
-           'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_TAIL',
-           'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
-           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
-           'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_argmax', 'fused_swiglu', 'tail_counters', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
-           'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention',
-           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead',
-           'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
+           'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
+           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK',
+           'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
+           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
+           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
+           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
+           'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
+           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
+           'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -401,10 +401,7 @@ if triton is not None:
     @triton.jit
     def _gdn_step_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, Kd, Vd, C, HV, scale,
                          RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                         KC: tl.constexpr, PDL: tl.constexpr = False,
-                         TAIL: tl.constexpr = False,   # also the output kernel's work (`GDN_TAIL`), by each key head's last program
-                         y_ptr=None, nw_ptr=None, cnt_ptr=None, PS=0, eps=0.0, KCP: tl.constexpr = 4, BD: tl.constexpr = 128,
-                         FENCE: tl.constexpr = True):
+                         KC: tl.constexpr, PDL: tl.constexpr = False):
         _pdl_enter(PDL)
         h = tl.program_id(0); iv = tl.program_id(1)
         dt = o_ptr.dtype.element_ty
@@ -428,19 +425,6 @@ if triton is not None:
         S = S * eg + k[:, None] * vn[None, :]
         tl.store(sp, S, mask=sm)
         tl.store(o_ptr + h * DV + ov, tl.sum(S * q[:, None], 0).to(dt), mask=mv)
-        if TAIL:   # the key head's programs (RATIO value heads x their column blocks) count themselves in; the last one has
-            _fence_gpu(FENCE); tl.debug_barrier()   # every o column of the group and has seen every read of the group's conv
-            n = tl.atomic_add(cnt_ptr + hk, 1, sem='acq_rel', scope='gpu')   # channels: it does the output kernel's work for them
-            if n == RATIO * tl.cdiv(DV, BV) - 1:
-                _fence_gpu(FENCE)
-                for r in tl.static_range(RATIO):
-                    hr = (hk * RATIO + r + tl.arange(0, 1)).to(tl.int64)
-                    _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, hr, hr < HV, HV, PS, C, eps, DV, BD, '.cg')
-                    cv = 2 * Kd + (hk * RATIO + r) * DV + tl.arange(0, BD)
-                    _conv_shift(buf_ptr, proj_ptr, cv, cv < 2 * Kd + (hk * RATIO + r + 1) * DV, KC, KCP)
-                _conv_shift(buf_ptr, proj_ptr, hk * DK + ok, mk, KC, KCP)        # its q channels
-                _conv_shift(buf_ptr, proj_ptr, Kd + hk * DK + ok, mk, KC, KCP)   # and its k channels
-                tl.store(cnt_ptr + hk, 0)                                       # (zero again for the next launch)
 
     @triton.jit
     def _conv_at_t(proj_ptr, PS, buf_ptr, w_ptr, c, m, KC: tl.constexpr, t: tl.constexpr):
@@ -544,33 +528,6 @@ if triton is not None:
         tl.store(c_ptr + h * T + rt, gc, mask=mt & (rt * 0 + iv == 0))
 
     @triton.jit
-    def _fence_gpu(ON: tl.constexpr):
-        "fence.acq_rel.gpu (ON; off under the interpreter, which runs programs one by one): this thread's writes are visible GPU-wide first."
-        if ON: tl.inline_asm_elementwise('fence.acq_rel.gpu; // $0 unused', '=r', [], dtype=tl.int32, is_pure=False, pack=1)
-
-    @triton.jit
-    def _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, rows, mrow, HV, PS, C, eps, DV: tl.constexpr, BD: tl.constexpr,
-                         CM: tl.constexpr):   # CM: the load's cache modifier for o ('': default; '.cg': written by other programs of this launch)
-        "Gated RMSNorm of the (token, head) rows of o into y: w · norm(o) · silu(z), rounded to the model dtype as torch does."
-        dt = y_ptr.dtype.element_ty
-        t = rows // HV; h = rows % HV
-        d = tl.arange(0, BD); m = mrow[:, None] & (d[None, :] < DV)
-        o = tl.load(o_ptr + rows[:, None] * DV + d[None, :], mask=m, other=0.0, cache_modifier=CM).to(tl.float32)
-        n = (o * tl.rsqrt(tl.sum(o * o, 1) / DV + eps)[:, None]).to(dt).to(tl.float32)
-        yw = (tl.load(nw_ptr + d, mask=d < DV, other=0.0).to(tl.float32)[None, :] * n).to(dt).to(tl.float32)
-        z = tl.load(proj_ptr + (t * PS + C + h * DV)[:, None] + d[None, :], mask=m, other=0.0).to(tl.float32)
-        tl.store(y_ptr + rows[:, None] * DV + d[None, :], (yw * (z / (1.0 + tl.exp(-z)))).to(dt), mask=m)
-
-    @triton.jit
-    def _conv_shift(buf_ptr, proj_ptr, c, mc, KC: tl.constexpr, KCP: tl.constexpr):
-        "The conv window of channels c after a token: shifted by one, the token's input (proj row 0) appended."
-        j = tl.arange(0, KCP)
-        old = tl.load(buf_ptr + c[:, None] * KC + j[None, :] + 1, mask=mc[:, None] & (j[None, :] < KC - 1), other=0.0)
-        new = tl.load(proj_ptr + c, mask=mc, other=0.0)
-        tl.store(buf_ptr + c[:, None] * KC + j[None, :], tl.where(j[None, :] == KC - 1, new[:, None], old),
-                 mask=mc[:, None] & (j[None, :] < KC))
-
-    @triton.jit
     def _gdn_out_kernel(o_ptr, proj_ptr, nw_ptr, buf_ptr, y_ptr, ROWS, HV, PS, C, eps,
                         DV: tl.constexpr, BD: tl.constexpr, KC: tl.constexpr, KCP: tl.constexpr, BC: tl.constexpr,
                         BR: tl.constexpr, PDL: tl.constexpr = False, xs_ptr=None, T: tl.constexpr = 1, XP: tl.constexpr = 1):
@@ -581,8 +538,14 @@ if triton is not None:
         dt = y_ptr.dtype.element_ty
         n_row_progs = (ROWS + BR - 1) // BR
         if pid < n_row_progs:                                           # gated RMSNorm of BR rows (t, h)
-            rows = (pid * BR + tl.arange(0, BR)).to(tl.int64)
-            _gated_norm_rows(o_ptr, proj_ptr, nw_ptr, y_ptr, rows, rows < ROWS, HV, PS, C, eps, DV, BD, '')
+            rows = (pid * BR + tl.arange(0, BR)).to(tl.int64); mrow = rows < ROWS
+            t = rows // HV; h = rows % HV
+            d = tl.arange(0, BD); m = mrow[:, None] & (d[None, :] < DV)
+            o = tl.load(o_ptr + rows[:, None] * DV + d[None, :], mask=m, other=0.0).to(tl.float32)
+            n = (o * tl.rsqrt(tl.sum(o * o, 1) / DV + eps)[:, None]).to(dt).to(tl.float32)
+            yw = (tl.load(nw_ptr + d, mask=d < DV, other=0.0).to(tl.float32)[None, :] * n).to(dt).to(tl.float32)
+            z = tl.load(proj_ptr + (t * PS + C + h * DV)[:, None] + d[None, :], mask=m, other=0.0).to(tl.float32)
+            tl.store(y_ptr + rows[:, None] * DV + d[None, :], (yw * (z / (1.0 + tl.exp(-z)))).to(dt), mask=m)
         elif xs_ptr is not None:                                        # verify: xcat[c] = [window c | block rows' channel c]
             c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
             j = tl.arange(0, XP); W = KC + T
@@ -590,8 +553,12 @@ if triton is not None:
             xb = tl.load(proj_ptr + (j[None, :] - KC) * PS + c[:, None], mask=mc[:, None] & (j[None, :] >= KC) & (j[None, :] < W), other=0.0)
             tl.store(xs_ptr + c[:, None] * W + j[None, :], tl.where(j[None, :] < KC, xw, xb.to(xw.dtype)), mask=mc[:, None] & (j[None, :] < W))
         else:                                                           # shift the conv window, append the new input
-            c = (pid - n_row_progs) * BC + tl.arange(0, BC)
-            _conv_shift(buf_ptr, proj_ptr, c, c < C, KC, KCP)
+            c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
+            j = tl.arange(0, KCP)
+            old = tl.load(buf_ptr + c[:, None] * KC + j[None, :] + 1, mask=mc[:, None] & (j[None, :] < KC - 1), other=0.0)
+            new = tl.load(proj_ptr + c, mask=mc, other=0.0)
+            tl.store(buf_ptr + c[:, None] * KC + j[None, :], tl.where(j[None, :] == KC - 1, new[:, None], old),
+                     mask=mc[:, None] & (j[None, :] < KC))
 
     @triton.jit
     def _gdn_commit_kernel(S_ptr, buf_ptr, xs_ptr, k_ptr, v_ptr, c_ptr, n_ptr, C, HV,
@@ -699,10 +666,7 @@ if triton is not None:
                            T: tl.constexpr = 1, H: tl.constexpr = 0,   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
-                           WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
-                           TAIL: tl.constexpr = False,    # (T = 1, causal, no window) also the combine, by each kv head's last program
-                           y_ptr=None, proj_ptr=None, cnt_ptr=None, PS=0, GATE: tl.constexpr = False, BS: tl.constexpr = 16,
-                           FENCE: tl.constexpr = True):
+                           WIN: tl.constexpr = 0):        # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
         _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
@@ -739,15 +703,6 @@ if triton is not None:
             po = (j * NS + s) * BR + r
             tl.store(mp_ptr + po, m_i); tl.store(lp_ptr + po, l_i)
             tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc)
-            if TAIL:   # the kv head's chunks count themselves in; the last one combines its REP query heads (the combine's code)
-                _fence_gpu(FENCE); tl.debug_barrier()
-                n = tl.atomic_add(cnt_ptr + j, 1, sem='acq_rel', scope='gpu')
-                if n == (L + CHUNK - 1) // CHUNK - 1:
-                    _fence_gpu(FENCE)
-                    for gq in tl.static_range(REP):
-                        _combine_row(mp_ptr, lp_ptr, ap_ptr, pos, proj_ptr, y_ptr, NS, j * REP + gq, 0, REP, BR, D, D, CHUNK,
-                                     GATE, 1, H, PS, BS, True, 0, '.cg')
-                    tl.store(cnt_ptr + j, 0)                            # (zero again for the next launch)
 
     @triton.jit
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
@@ -759,18 +714,10 @@ if triton is not None:
         _pdl_enter(PDL)
         DB: tl.constexpr = BD if BD > 0 else D
         i = tl.program_id(0) // (D // DB); d0 = tl.program_id(0) % (D // DB) * DB
-        _combine_row(mp_ptr, lp_ptr, ap_ptr, tl.load(pos_ptr), proj_ptr, out_ptr, NS, i, d0, REP, BR, D, DB, CHUNK, GATE, T, H, PS, BS,
-                     CAUSAL, WIN, '')
-
-    @triton.jit
-    def _combine_row(mp_ptr, lp_ptr, ap_ptr, pos, proj_ptr, out_ptr, NS, i, d0, REP: tl.constexpr, BR: tl.constexpr,
-                     D: tl.constexpr, DB: tl.constexpr, CHUNK: tl.constexpr, GATE: tl.constexpr, T: tl.constexpr,
-                     H: tl.constexpr, PS, BS: tl.constexpr, CAUSAL: tl.constexpr, WIN: tl.constexpr,
-                     CM: tl.constexpr):   # CM: the partials' cache modifier ('': default; '.cg': written by other programs of this launch)
-        "Row i = (token i // H, head i % H), dims d0..d0+DB of the output: the chunks' partials combined, then gated."
         t = i // H; hd = i % H
         j = hd // REP; r = t * REP + hd % REP
         dt = out_ptr.dtype.element_ty
+        pos = tl.load(pos_ptr)
         L = pos + t + 1 if CAUSAL else pos + T                         # this row's keys
         n_used = (L + CHUNK - 1) // CHUNK
         s_lo = tl.maximum(pos + t - WIN + 1, 0) // CHUNK if WIN > 0 else 0   # the first chunk holding a key the row sees
@@ -781,12 +728,12 @@ if triton is not None:
         for s0 in range(s_lo, n_used, BS):   # BS chunks' partials per step, loaded at once (one round trip, not one per chunk)
             s = s0 + sb; ok = s < n_used
             po = (j * NS + s) * BR + r
-            ms = tl.load(mp_ptr + po, mask=ok, other=float('-inf'), cache_modifier=CM)
+            ms = tl.load(mp_ptr + po, mask=ok, other=float('-inf'))
             mn = tl.maximum(M, tl.max(ms, 0))                           # finite: chunk s_lo holds a key this row sees
             c1 = tl.exp(M - mn); c2 = tl.exp(ms - mn)
-            a = tl.load(ap_ptr + po.to(tl.int64)[:, None] * D + d[None, :], mask=ok[:, None], other=0.0, cache_modifier=CM)
+            a = tl.load(ap_ptr + po.to(tl.int64)[:, None] * D + d[None, :], mask=ok[:, None], other=0.0)
             o = o * c1 + tl.sum(a * c2[:, None], 0)
-            ls = ls * c1 + tl.sum(tl.load(lp_ptr + po, mask=ok, other=0.0, cache_modifier=CM) * c2, 0)
+            ls = ls * c1 + tl.sum(tl.load(lp_ptr + po, mask=ok, other=0.0) * c2, 0)
             M = mn
         ob = (o / ls).to(dt)
         if GATE:
@@ -846,37 +793,16 @@ def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
 
 GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per program of the one-token Gated-DeltaNet kernel
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
-GDN_TAIL = os.environ.get('EFFQWEN_GDN_TAIL', '0') == '1'   # one launch a token: the output kernel's work done by each key head's last program
 
-TAIL_ATTN, TAIL_GDN, _TAIL_N = 0, 1024, 1024   # where the attention's and the Gated DeltaNet's counters start; counters each
-_TAIL_CNT: dict = {}
-
-def tail_counters(device)->torch.Tensor:
-    """Zeroed int32 counters of the kernels with a tail (a group's last program to finish does the group's remaining
-    work: the attention's combine, the Gated-DeltaNet output). That program sets its counter back to 0, so one buffer
-    per device serves every layer and every graph replay. Made outside graph capture (the engine makes it at setup)."""
-    if device not in _TAIL_CNT:
-        if device.type == 'cuda' and torch.cuda.is_current_stream_capturing():
-            raise RuntimeError('tail_counters: first made while a CUDA graph is recorded; call tail_counters(device) before recording')
-        _TAIL_CNT[device] = torch.zeros(2 * _TAIL_N, dtype=torch.int32, device=device)
-    return _TAIL_CNT[device]
-
-def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None,
-                     tail:bool|None=None, # the output kernel's work in the step kernel's launch (default `GDN_TAIL`)
-                    ):
-    "One token of Gated DeltaNet (same contract as `gdn_decode`): two Triton kernels (one with `tail`), states updated in place; y (1, Vd)."
+def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
+    "One token of Gated DeltaNet (same contract as `gdn_decode`): two Triton kernels, states updated in place; y (1, Vd)."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     KC = conv_buf.shape[1]
     bv = min(bv or GDN_BV, _np2(Dv))
-    o, y = proj.new_empty(Hv, Dv), proj.new_empty(1, Vd)
-    tail = GDN_TAIL if tail is None else tail
-    if tail and Hk > _TAIL_N: raise ValueError(f'fused_gdn_decode(tail=True) counts at most {_TAIL_N} key heads, got {Hk}: pass tail=False')
-    extra = dict(TAIL=True, y_ptr=y, nw_ptr=norm_w, cnt_ptr=tail_counters(proj.device)[TAIL_GDN:], PS=proj.shape[-1], eps=eps,
-                 KCP=_np2(KC), BD=_np2(Dv), FENCE=not _INTERPRET) if tail else {}
+    o = proj.new_empty(Hv, Dv)
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
-                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS,
-                                               **extra, **_pdl(o))
-    if tail: return y
+                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS, **_pdl(o))
+    y = proj.new_empty(1, Vd)
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,
                                                 DV=Dv, BD=_np2(Dv), KC=KC, KCP=_np2(KC), BC=BC, BR=1, num_warps=4, **_pdl(o))
@@ -1036,7 +962,6 @@ ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
 ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
-ATTN_TAIL = os.environ.get('EFFQWEN_ATTN_TAIL', '0') == '1'   # decode: one launch, the combine done by each kv head's last chunk program
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
 # attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 
@@ -1067,7 +992,6 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                     proj, pos, kc, vc, dims, part=None, chunk:int|None=None,
                     causal:bool=True, # False: every row sees all keys before pos + T (a DFlash drafter's block)
                     window:int=0, # > 0: row t sees no key below pos + t - window + 1
-                    tail:bool|None=None, # one token, causal, no window: the combine in the split kernel's launch (default `ATTN_TAIL`)
                    ):
     "Split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B; causal unless `causal=False`), combine + gate; (T, H·D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
@@ -1077,15 +1001,10 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
-    y = q.new_empty(T, H * D)
-    tail = (ATTN_TAIL if tail is None else tail) and T == 1 and causal and not window
-    if tail and Hkv > _TAIL_N: raise ValueError(f'fused_attn_rows(tail=True) counts at most {_TAIL_N} kv heads, got {Hkv}: pass tail=False')
-    extra = dict(TAIL=True, y_ptr=y, proj_ptr=proj if gate else y, cnt_ptr=tail_counters(q.device)[TAIL_ATTN:], PS=proj.shape[-1] if gate else 0,
-                 GATE=gate, BS=ATTN_COMBINE_BS, FENCE=not _INTERPRET) if tail else {}
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, **extra, **_pdl(q))
-    if tail: return y
+                                  CAUSAL=causal, WIN=window, **_pdl(q))
+    y = q.new_empty(T, H * D)
     bd = ATTN_COMBINE_BD if 0 < ATTN_COMBINE_BD < D else 0
     if bd and (D % bd or bd & (bd - 1)): raise ValueError(f'ATTN_COMBINE_BD={ATTN_COMBINE_BD} must be a power of two dividing the head dim {D} (or 0)')
     _attn_combine_kernel[(T * H * (D // bd if bd else 1),)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
@@ -1386,7 +1305,6 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.cos, self.sin = _rope_table(self.model, c, max_seq_len, dev, dt)
     if self.fused and 'full_attention' in c.layer_types:               # split-K attention scratch, shared by the layers
         self._part = attn_partials(c.n_kv_heads, -(-self.cache_len // ATTN_CHUNK), max(16, _np2(B * c.n_heads // c.n_kv_heads)), c.head_dim, dev)
-    if self.fused: tail_counters(dev)                                 # (made before any graph is recorded: `ATTN_TAIL`, `GDN_TAIL`)
     self.tok = torch.zeros(B, dtype=torch.long, device=dev)           # block input tokens (decode reads tok[0])
     self.pos = torch.zeros(1, dtype=torch.long, device=dev)           # position of tok[0]
     self.n_keep = torch.ones(1, dtype=torch.long, device=dev)         # how many verified tokens `commit` keeps

@@ -32,7 +32,6 @@ r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_
 r['gdn_verify'] = E.GDN_VERIFY
 r['attn_split'] = dict(chunk=E.ATTN_CHUNK, keys_per_step=E.ATTN_BL, warps=E.ATTN_WARPS, stages=E.ATTN_STAGES, combine_chunks_per_step=E.ATTN_COMBINE_BS, combine_head_dims_per_program=E.ATTN_COMBINE_BD or None, verify_keys_stages=list(E.ATTN_VERIFY_TILES))
 r['gdn_step'] = dict(value_columns_per_program=E.GDN_BV, warps=E.GDN_WARPS, verify_value_columns=E.GDN_VERIFY_BV or E.GDN_BV, verify_warps=E.GDN_VERIFY_WARPS)   # the one-token Gated-DeltaNet kernel (EFFQWEN_GDN_BV / _WARPS)
-r['tails'] = dict(attn=E.ATTN_TAIL, gdn=E.GDN_TAIL)   # decode's combine / GDN output done by each group's last program, one launch (EFFQWEN_ATTN_TAIL, EFFQWEN_GDN_TAIL)
 r['fused_argmax'] = E.FUSED_ARGMAX   # the step's argmax + bookkeeping in two Triton kernels (EFFQWEN_FUSED_ARGMAX)
 r['gdn_verify_xcat'] = E.GDN_VERIFY_XCAT   # commit's xcat from the verify output kernel (EFFQWEN_GDN_VERIFY_XCAT)
 r['norm_split'] = E.NORM_SPLIT and list(E.NORM_SPLIT_STEPS)   # add + sums of squares (and h = residual · norm weight) in the output / down projections, the 1 / RMS in the next projection (EFFQWEN_NORM_SPLIT)

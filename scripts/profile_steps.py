@@ -257,18 +257,6 @@ def sub136_ab(eng, ids) -> dict|None:
     finally: G.SUB136 = own; eng._capture()
     return dict(r, module_default=own)
 
-def tail_ab(eng, ids) -> dict|None:
-    """Decode-1 / verify-16 with the decode step's attention combine (`effqwen.engine.ATTN_TAIL`) and Gated-DeltaNet output
-    kernel (`GDN_TAIL`) done by each group's last program in the main kernel's launch (one launch a mixer, not two), each
-    alone and both. The same roundings in the same order: the tokens must agree (and `tests/test_engine_gpu.py` checks the bits)."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.ATTN_TAIL, E.GDN_TAIL
-    def use(a, g): E.ATTN_TAIL, E.GDN_TAIL = a, g
-    try: r = steps_ab(eng, ids, {f'attn={a:d} gdn={g:d}': (lambda a=a, g=g: use(a, g)) for a, g in ((0, 0), (1, 0), (0, 1), (1, 1))})
-    finally: use(*own); eng._capture()
-    return dict(r, module_default=dict(attn=own[0], gdn=own[1]))
-
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
     warm-up tokens) with one recorded graph per decode step and with `DECODE_CHAIN` steps per graph (CHAINS='1,8' by
@@ -458,7 +446,9 @@ def render_ab(paths: list|None = None):
             'that sums in another order can change them (the kernels themselves pass Marlin\'s error test, `tests/test_gluon.py`). '
           + '`decode_chain_ab`: ms per token of `decode_n_tokens` as the latency benchmark times it (host clock around the synced call, '
             'median over 5 rounds), one CUDA graph per decode step (chain=1) or that many steps per graph (`DECODE_CHAIN`), '
-            'against chain=1 with the same head; its tokens are compared within each head.\n\n'
+            'against chain=1 with the same head; its tokens are compared within each head. `tail_ab` (an option that existed only at its '
+            'run\'s commit, removed after it): the decode step\'s attention combine / Gated-DeltaNet output kernel done by each group\'s '
+            'last program inside the split / step kernel\'s launch, one launch a mixer instead of two.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

@@ -4,6 +4,8 @@ chat prompts (greedy, bf16), in one run. The drafter is short of data (drafter_c
 second decide how much it can train on.
 
     PYTHONPATH=. OUT=$OUT python3 scripts/regen_speed.py [BATCH] [MAX_NEW]   # -> data/results/regen_speed_<gpu>.json
+    WORK=/tmp/xfer ...   # on the device, after `gpu_drafter.py assemble --work $WORK`: the bundle's converted SmolLM2 and its
+                         # training prompts (the SmolLM2 and prompt data packages are not installed there)
     DEV=cpu python3 scripts/regen_speed.py 4 16                               # a dry run on a CPU (no result written)
     python3 scripts/regen_speed.py render                                    # -> data/tables/regen_speed.md
 
@@ -29,8 +31,15 @@ def run(batch: int, max_new: int):
     from effqwen.regen import static_greedy
     dev = os.environ.get('DEV', 'cuda'); cuda = dev == 'cuda'
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
-    qs = [chat_prompt(tok, p) for p in train_prompts(batch)['prompt']]
+    if work := os.environ.get('WORK'):   # on the device: the bundle's model and prompts (`gpu_drafter.py assemble`; no data packages there)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        model = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.bfloat16 if cuda else torch.float32).to(dev).eval()
+        tok = AutoTokenizer.from_pretrained(f'{work}/smollm2')
+        prompts = [x['prompt'] for x in json.loads(Path(f'{work}/bundle/prompts.json').read_text())['train'][:batch]]
+    else:
+        model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
+        prompts = list(train_prompts(batch)['prompt'])
+    qs = [chat_prompt(tok, p) for p in prompts]
     tok.padding_side = 'left'
     enc = tok(qs, return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
     eos, pad = tok.eos_token_id, tok.pad_token_id
@@ -58,6 +67,7 @@ def run(batch: int, max_new: int):
     gpu = torch.cuda.get_device_name().split()[-1].lower()
     p = write_result(f'regen_speed_{gpu}', dict(batch=batch, max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
                                                 padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
+                                                prompts='the bundle\'s training prompts' if os.environ.get('WORK') else 'effqwen.assets.train_prompts',
                                                 speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
                                                      'answer tokens up to each row\'s eos'), 'gpu', device='cuda')

@@ -224,63 +224,6 @@ def test_fused_kernels_match_torch(dtype):
             assert rel_error(yf, yr) < (tol if dtype == torch.float32 else 4e-2), (gate, p, chunk, rel_error(yf, yr))   # bf16: the reference rounds scores to bf16
             assert rel_error(k2, k1) < tol and torch.equal(v2, v1)
 
-def _replayed(fn, inputs, sets):
-    "fn() recorded once as a CUDA graph, then replayed after each copy of new values into the inputs: the outputs."
-    s = torch.cuda.Stream(); s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s): fn()
-    torch.cuda.current_stream().wait_stream(s)
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g): out = fn()
-    res = []
-    for vals in sets:
-        for t, v in zip(inputs, vals): t.copy_(v)
-        g.replay(); res.append(out.clone())
-    return res
-
-def test_tails_equal_two_launches():
-    """`GDN_TAIL` / `ATTN_TAIL`: the decode step's Gated-DeltaNet output and attention combine done by each group's last
-    program inside the main kernel's launch give the two launches' results bit for bit, at the Qwen3.5-4B shapes (the
-    attention over a long cache: 16 chunks of 256), call after call (each last program sets its counter back to 0) and
-    replayed from a CUDA graph."""
-    import effqwen.engine as E
-    torch.manual_seed(0); dev, dt = 'cuda', torch.bfloat16
-    Hk, Hv, Dk, Dv, Kc = 16, 32, 128, 128, 4
-    Kd, Vd = Hk * Dk, Hv * Dv; C = 2 * Kd + Vd
-    dims = (C, Kd, Vd, Hk, Hv, Dk, Dv, 1e-6)
-    w = ((torch.randn(C, Kc, device=dev) * 0.5).to(dt), -torch.rand(Hv, device=dev) * 4, torch.randn(Hv, device=dev).to(dt),
-         (torch.rand(Dv, device=dev) + 0.5).to(dt))
-    S0, cb0 = torch.randn(Hv, Dk, Dv, device=dev) * 0.3, torch.randn(C, Kc, device=dev, dtype=dt)
-    S1, cb1, S2, cb2 = S0.clone(), cb0.clone(), S0.clone(), cb0.clone()
-    projs = [torch.randn(1, C + Vd + 2 * Hv, device=dev, dtype=dt) for _ in range(4)]
-    for i, proj in enumerate(projs):
-        y1 = E.fused_gdn_decode(proj, cb1, S1, *w, dims, tail=False)
-        y2 = E.fused_gdn_decode(proj, cb2, S2, *w, dims, tail=True)
-        assert torch.equal(y1, y2) and torch.equal(S1, S2) and torch.equal(cb1, cb2), i
-    assert not E.tail_counters(torch.device(dev)).any()
-    p = projs[0].clone()
-    ys = _replayed(lambda: E.fused_gdn_decode(p, cb2, S2, *w, dims, tail=True), [p], [[q] for q in projs])
-    for i, proj in enumerate(projs):
-        assert torch.equal(E.fused_gdn_decode(proj, cb1, S1, *w, dims, tail=False), ys[i]), i
-    assert torch.equal(S1, S2) and torch.equal(cb1, cb2)
-    H, Hkv, D, R, Lmax = 16, 4, 256, 64, 4096
-    dims = (H, Hkv, D, R, True, True, 1e-6, True)
-    cos, sin = torch.randn(Lmax, R, device=dev, dtype=dt), torch.randn(Lmax, R, device=dev, dtype=dt)
-    qn, kn = torch.rand(D, device=dev) + 0.5, torch.rand(D, device=dev) + 0.5
-    kc, vc = torch.randn(Hkv, Lmax, D, device=dev, dtype=dt), torch.randn(Hkv, Lmax, D, device=dev, dtype=dt)
-    proj = torch.randn(1, H * D * 2 + 2 * Hkv * D, device=dev, dtype=dt)
-    ps = (0, 255, 256, 1000, 4095)
-    qs = []
-    for p in ps:
-        pos = torch.tensor([p], device=dev)
-        q = E.fused_attn_prep(proj, cos, sin, pos, qn, kn, kc, vc, dims); qs.append(q.clone())
-        a = E.fused_attn_rows(q, proj, pos, kc, vc, dims, tail=False)
-        for _ in range(2): assert torch.equal(a, E.fused_attn_rows(q, proj, pos, kc, vc, dims, tail=True)), p
-    pos, q = torch.tensor([ps[0]], device=dev), qs[0].clone()
-    ys = _replayed(lambda: E.fused_attn_rows(q, proj, pos, kc, vc, dims, tail=True), [pos, q], [[torch.tensor([p]), qq] for p, qq in zip(ps, qs)])
-    for p, qq, y in zip(ps, qs, ys):
-        assert torch.equal(E.fused_attn_rows(qq, proj, torch.tensor([p], device=dev), kc, vc, dims, tail=False), y), p
-    assert not E.tail_counters(torch.device(dev)).any()
-
 def test_fused_engine_matches_torch_engine():
     from effqwen.engine import Engine
     m = _models(torch.bfloat16)['qwen3.5']
