@@ -247,15 +247,16 @@ def argmax_head_ab(eng, ids) -> dict|None:
 def sub136_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with `effqwen.gluon.SUB136` (the largest M whose W4A16 fragment launches dequantize to
     code − 8 and drop the constant-A correction mma: half the tensor-core work) at 0 (never), 1 (decode only) and 16
-    (decode and verify). Its sums round differently, so random weights' tokens may part at a near-tie (same_tokens)."""
+    (decode and verify), and at 1 with plain products (no epilogue) up to 16 rows (`SUB136_PLAIN`). Its sums round differently, so random weights' tokens may part at a near-tie (same_tokens)."""
     import effqwen.gluon as G
     if DEV != 'cuda' or not eng.use_graphs: return None
     if G.gluon is None: return dict(error=f'no Gluon: {G._GLUON_ERR}')
-    own = G.SUB136
-    def use(m): G.SUB136 = m
-    try: r = steps_ab(eng, ids, {f'sub136={m}': (lambda m=m: use(m)) for m in (0, 1, 16)})
-    finally: G.SUB136 = own; eng._capture()
-    return dict(r, module_default=own)
+    own = G.SUB136, G.SUB136_PLAIN
+    def use(m, p=0): G.SUB136, G.SUB136_PLAIN = m, p
+    sets = {f'sub136={m}': (lambda m=m: use(m)) for m in (0, 1, 16)} | {'sub136=1 plain=16': lambda: use(1, 16)}   # plain: products without an epilogue
+    try: r = steps_ab(eng, ids, sets)
+    finally: use(*own); eng._capture()
+    return dict(r, module_default=own[0], module_default_plain=own[1])
 
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
