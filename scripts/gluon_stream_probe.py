@@ -254,7 +254,7 @@ def boundary(out: str | None):
 
 COMPUTE_VARIANTS = ('base', 'nocorr', 'nodq')
 COMPUTE_SHAPES = [(N, K, M) for M in (int(m) for m in os.environ.get('COMPUTE_M', '1').split(','))   # COMPUTE_M=16: the verify width
-                  for N, K in ((9216, 2560), (2560, 9216), (4096, 2560), (12352, 2560), (18432, 2560))]
+                  for N, K in ((9216, 2560), (2560, 9216), (4096, 2560), (12352, 2560), (18432, 2560), (2560, 4096))]   # (2560x4096: the output projections)
 
 def _patch_compute(variant: str):
     """Probe only, in a fresh process before anything compiles: swap `effqwen.gluon._group` for one that skips the
