@@ -14,6 +14,7 @@ three ways in one run:
     python scripts/gluon_stream_probe.py sweep [--out DIR]   # GPU -> data/results/kernel_stream_sweep_h200.json: the engine's
                                                        # W4A16 shapes, every (WK, WM, DEPTH) at M = 1 and 16, chain and chain + PDL only;
                                                        # the engine takes picks only through `profile_steps.py --only frag_picks_ab`
+                                                       # (SWEEP_M=1: M = 1 only; SWEEP_TAG=t: written as kernel_stream_sweep_h200_t.json)
     python scripts/gluon_stream_probe.py prefetch [--out DIR]   # GPU -> data/results/kernel_prefetch_probe_h200.json: back to back
                                                        # with / without requesting the next call's weights into L2
     python scripts/gluon_stream_probe.py boundary [--out DIR]   # GPU -> data/results/kernel_boundary_probe_h200.json: µs per call
@@ -22,6 +23,8 @@ three ways in one run:
                                                        # plain products, every (WK, DEPTH) x slices, M = 1 and 16, chain + PDL
     python scripts/gluon_stream_probe.py compute [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200.json: the kernel without its
                                                        # correction MMAs / without its dequantize (wrong products, time only)
+    python scripts/gluon_stream_probe.py compute-sub136 [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m16.json: the
+                                                       # plain kernel at M = 16 per shape, SUB136 off and on
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
 """
 import argparse, itertools, json, os, time, traceback
@@ -144,6 +147,7 @@ def run(out: str | None):
 ENGINE_SHAPES = [(18432, 2560), (12352, 2560), (10240, 2560), (2560, 9216), (2560, 4096)]   # (N, K) of the 4B engine's W4A16 linears
 SWEEP = 'kernel_stream_sweep_h200'
 SWEEP_M = tuple(int(m) for m in os.environ.get('SWEEP_M', '1,16').split(','))   # row counts the sweep times (SWEEP_M=1: decode only)
+SWEEP_TAG = os.environ.get('SWEEP_TAG', '')   # the result as kernel_stream_sweep_h200_<tag>.json (beside the main sweep; frag_picks_ab tries every one)
 
 def sweep(out: str | None):
     """Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16 (env SWEEP_M), timed as the engine runs
@@ -177,7 +181,7 @@ def sweep(out: str | None):
             if ok: row['best'] = min(ok, key=ok.get)
             rows.append(row); print(json.dumps({k: v for k, v in row.items() if k != 'configs'}), {k: v.get('chain+pdl') for k, v in row['configs'].items()}, flush=True)
         del words, wps; torch.cuda.empty_cache()
-    _write(SWEEP, out, t0, rows=rows, evict=G.EVICT, sub136_max_m=int(G.SUB136),
+    _write(f'{SWEEP}_{SWEEP_TAG}' if SWEEP_TAG else SWEEP, out, t0, rows=rows, evict=G.EVICT, sub136_max_m=int(G.SUB136),
            note='µs per call of the Gluon W4A16 fragment kernel, CHAIN calls on distinct weight copies back to back in one CUDA graph '
                 '(chain+pdl: launched with programmatic dependent launch, as in the engine decode / verify graphs); default = '
                 'effqwen.gluon.fragment_config\'s rule at the run\'s commit; best = fastest under PDL with Marlin rel. error < 1e-3')
@@ -311,22 +315,38 @@ def compute_one(variant: str):
         del ws; torch.cuda.empty_cache()
     print('RESULT ' + json.dumps(out), flush=True)
 
+def _compute_runs(runs: dict) -> dict:
+    "{name: (variant, extra env)}: each `compute_one` in its own process (the swap must precede every compile); its RESULT per name."
+    import subprocess, sys
+    res = {}
+    for name, (v, env) in runs.items():
+        p = subprocess.run([sys.executable, __file__, 'compute-one', '--variant', v], capture_output=True, text=True, env=os.environ | env)
+        line = [l for l in p.stdout.splitlines() if l.startswith('RESULT ')]
+        res[name] = json.loads(line[-1][7:]) if line else dict(error=(p.stderr or p.stdout)[-1500:])
+        print(name, json.dumps(res[name])[:600], flush=True)
+    return res
+
 def compute(out: str | None):
     """Is the fragment kernel's tensor-core or ALU work on its critical path at M = 1? Each variant of `_patch_compute`
-    in its own process (the swap must precede every compile), timed as `compute_one` does; probe only (the variants'
-    products are wrong). -> data/results/kernel_compute_probe_h200.json"""
-    import subprocess, sys
-    t0, res = time.time(), {}
-    for v in COMPUTE_VARIANTS:
-        p = subprocess.run([sys.executable, __file__, 'compute-one', '--variant', v], capture_output=True, text=True)
-        line = [l for l in p.stdout.splitlines() if l.startswith('RESULT ')]
-        res[v] = json.loads(line[-1][7:]) if line else dict(error=(p.stderr or p.stdout)[-1500:])
-        print(v, json.dumps(res[v])[:600], flush=True)
+    timed as `compute_one` does; probe only (the variants' products are wrong). -> data/results/kernel_compute_probe_h200.json"""
+    t0 = time.time()
+    res = _compute_runs({v: (v, {}) for v in COMPUTE_VARIANTS})
     _write('kernel_compute_probe_h200', out, t0, variants=res,
            note='µs per call of the W4A16 fragment kernel (the engine\'s config per shape, M = 1): memset = effqwen.kernels._bench with '
                 'a 256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. '
                 'base: the kernel; nocorr: without its constant-A correction MMAs; nodq: also without its dequantize ALU work '
                 '(words bitcast). Probe only: nocorr / nodq compute wrong products.')
+
+def compute_sub136(out: str | None):
+    """The plain kernel at M = 16 (the verify width) per shape, with the constant-A correction mma and with `SUB136`
+    (code − 8, one mma), as `compute_one` times it. -> data/results/kernel_compute_probe_h200_m16.json"""
+    t0 = time.time()
+    res = _compute_runs({f'sub136_max_m={s}': ('base', dict(COMPUTE_M='16', EFFQWEN_FRAG_SUB136=s)) for s in ('0', '16')})
+    _write('kernel_compute_probe_h200_m16', out, t0, variants=res,
+           note='µs per call of the W4A16 fragment kernel at M = 16, the engine\'s config per shape: memset = effqwen.kernels._bench with a '
+                '256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. The plain '
+                'kernel (no epilogue) with SUB136 off (EFFQWEN_FRAG_SUB136=0: the constant-A correction mma) and on at M = 16 (=16: '
+                'code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136')
 
 def render():
     from effqwen.core import write_table, provenance_line
@@ -419,6 +439,6 @@ def split(out: str | None):
                 'rel_err: mean |y - ref| / mean |ref| against the float32 product; best: fastest with rel_err < 1e-3')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
