@@ -345,6 +345,30 @@ def decode_profile(eng, ids) -> dict:
     return dict(steps=dict(decode=d, verify16=v), fragment=bool(getattr(eng, 'linears', None)) and any(
         getattr(m, 'weight_fragment', None) is not None for m in eng.linears()), swiglu_epilogue=E.SWIGLU_EPILOGUE)
 
+def ctx_curve(eng, ids, rounds: int = 3) -> dict:
+    """Decode-1 on one engine (one cache size, one set of graphs) at several positions: after one prefill of `ids` the
+    position is set directly (the keys past the prompt are whatever the cache holds: timing does not read them), then
+    the CUDA-graph replay time (ms, median of `rounds` x 25 replays, positions alternating) and an eager kernel trace
+    (`profile`) at each. What grows with the context and by how much, inside one engine: the latency run builds an
+    engine per setting, so its decode-vs-context differences also hold any cost that follows the cache's size."""
+    from effqwen.engine import _gpu_ms
+    P, top = int(ids.shape[1]), eng.max_seq_len - 40
+    ps = sorted({p for p in (64, 1024, 2048, 4096, 8192, P) if p <= top})
+    eng.prefill(ids)
+    ms = {p: [] for p in ps}
+    with torch.no_grad():
+        for _ in range(rounds):
+            for p in ps:
+                eng.pos.fill_(p); ms[p].append(_gpu_ms(lambda: eng._step('decode'), 25, warmup=3))
+        prof = {}
+        for p in ps:
+            eng.pos.fill_(p)
+            prof[p] = profile(lambda: (eng._run(1, 'decode'), eng.pos.sub_(1)), n=5)
+    out = {str(p): dict(decode_ms=sorted(ms[p])[len(ms[p]) // 2], rounds_ms=ms[p], kernel_us=prof[p]['total_us'],
+                        groups={g: round(v['us'], 2) for g, v in prof[p]['groups'].items()}, top=prof[p]['top'][:10]) for p in ps}
+    for p, v in out.items(): print('ctx', p, round(v['decode_ms'], 4), 'ms;', {g: round(u) for g, u in v['groups'].items()}, flush=True)
+    return dict(positions=out, cache_len=eng.cache_len, max_seq_len=eng.max_seq_len)
+
 def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
     positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
