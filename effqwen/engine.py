@@ -18,18 +18,18 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
            'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK',
-           'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
-           'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_TMA', 'ATTN_VERIFY_TILES',
+           'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
+           'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
+           'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS',
+           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_argmax',
+           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
+           'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
+           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
+           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -317,6 +317,8 @@ try:
     import triton, triton.language as tl
 except ImportError:   # CPU-only installs: the torch path is used
     triton = None
+try: from triton.tools.tensor_descriptor import TensorDescriptor   # TMA operands (`ATTN_TMA`)
+except ImportError: TensorDescriptor = None
 _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # Triton's CPU interpreter (tests of the kernels on a CPU)
 
 if triton is not None:
@@ -666,7 +668,8 @@ if triton is not None:
                            T: tl.constexpr = 1, H: tl.constexpr = 0,   # T query tokens at pos..pos+T-1 (rows r = t·REP + g), H heads
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
-                           WIN: tl.constexpr = 0):        # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
+                           WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
+                           TMA: tl.constexpr = False):    # kc_ptr / vc_ptr are TMA tensor descriptors over the (Hkv·LMAX, D) caches
         _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
@@ -685,7 +688,8 @@ if triton is not None:
             base = j.to(tl.int64) * LMAX * D
             for l0 in range(start, end, BL):
                 lo = l0 + tl.arange(0, BL); ml = lo < end
-                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if TMA: k = kc_ptr.load([(j * LMAX + l0).to(tl.int32), 0])   # (whole tiles: keys past `end` are masked in the scores)
+                else: k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
                 else: sc = tl.dot(q, tl.trans(k)) * scale
                 ok = ml[None, :] & (lo[None, :] <= lim[:, None])
@@ -696,13 +700,14 @@ if triton is not None:
                 alpha = tl.exp(m_i - m_ok)
                 p = tl.exp(sc - m_ok[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if TMA: v = tl.where(ml[:, None], vc_ptr.load([(j * LMAX + l0).to(tl.int32), 0]), 0.0)   # (p is 0 there; a cache row past the
+                else: v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)   # context need not be finite)
                 if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
                 else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
                 m_i = m_new
             po = (j * NS + s) * BR + r
-            tl.store(mp_ptr + po, m_i); tl.store(lp_ptr + po, l_i)
-            tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc)
+            tl.store(mp_ptr + po, m_i, mask=mr); tl.store(lp_ptr + po, l_i, mask=mr)   # the query rows only (the combine reads no padding row)
+            tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc, mask=mr[:, None])
 
     @triton.jit
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
@@ -962,6 +967,11 @@ ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
 ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
+ATTN_COMBINE_DECODE = None   # (BS, BD) of the combine for one row (decode), or None: ATTN_COMBINE_BS / ATTN_COMBINE_BD. At one
+                             # row and a long context the combine's 16 programs (one per query head) each read every chunk's
+                             # partials in NS / BS dependent round trips; BD-dim slices give it more programs, BS >= NS one trip
+ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(',') if m)   # split-K tiles of keys / values loaded
+# by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more)
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
 # attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 
@@ -1001,16 +1011,30 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
-    _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
+    kt, vt = _attn_kv_tiles(kc, vc, bl, T)
+    _attn_split_kernel[(Hkv, NS)](q, kt, vt, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, **_pdl(q))
+                                  CAUSAL=causal, WIN=window, TMA=kt is not kc, **_pdl(q))
     y = q.new_empty(T, H * D)
-    bd = ATTN_COMBINE_BD if 0 < ATTN_COMBINE_BD < D else 0
-    if bd and (D % bd or bd & (bd - 1)): raise ValueError(f'ATTN_COMBINE_BD={ATTN_COMBINE_BD} must be a power of two dividing the head dim {D} (or 0)')
+    bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
+    bd = bd if 0 < bd < D else 0
+    if bd and (D % bd or bd & (bd - 1)): raise ValueError(f'combine head dims per program {bd} (ATTN_COMBINE_BD / ATTN_COMBINE_DECODE) must be a power of two dividing the head dim {D} (or 0)')
+    if bs < 1 or bs & (bs - 1): raise ValueError(f'combine chunks per step {bs} (ATTN_COMBINE_BS / ATTN_COMBINE_DECODE) must be a power of two')
     _attn_combine_kernel[(T * H * (D // bd if bd else 1),)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
-                                   T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=ATTN_COMBINE_BS, num_warps=4,
+                                   T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=bs, num_warps=4,
                                    CAUSAL=causal, WIN=window, BD=bd, **_pdl(y))
     return y
+
+def _attn_kv_tiles(kc:torch.Tensor, vc:torch.Tensor, bl:int, T:int)->tuple:
+    """The split-K kernel's key / value operands: TMA descriptors of (bl, D) tiles over the (Hkv·Lmax, D) caches where
+    `ATTN_TMA` names this step ('decode': T = 1, 'rows': T > 1) and the hardware has TMA (compute capability 9+, or
+    Triton's interpreter); else the caches themselves (pointer loads)."""
+    if ('decode' if T == 1 else 'rows') not in ATTN_TMA or TensorDescriptor is None: return kc, vc
+    if not (_INTERPRET or (kc.is_cuda and torch.cuda.get_device_capability(kc.device)[0] >= 9)): return kc, vc
+    Hkv, Lmax, D = kc.shape   # (a tile may reach past its chunk, into the next head's rows or past the end (zeros): the kernel masks those keys)
+    if not (kc.is_contiguous() and vc.is_contiguous()):
+        raise ValueError(f'ATTN_TMA: the key / value caches must be contiguous (Hkv, Lmax, D) tensors (got strides {kc.stride()}, {vc.stride()})')
+    return tuple(TensorDescriptor.from_tensor(c.view(Hkv * Lmax, D), [bl, D]) for c in (kc, vc))
 
 @torch.library.custom_op('effqwen::block_attn', mutates_args=())
 def _block_attn_op(q:torch.Tensor, kc:torch.Tensor, vc:torch.Tensor, pos:torch.Tensor, window:int)->torch.Tensor:

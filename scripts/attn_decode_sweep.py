@@ -22,6 +22,7 @@ default's (the compiled reductions over keys may be laid out differently per BV,
 
     python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json (attention, GDN)
     python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN decode step and verify alone -> data/results/gdn_decode_sweep_h200.json
+    python scripts/attn_decode_sweep.py tma [--out DIR]   # GPU: TMA key / value tiles and the one-row combine's shapes -> attn_tma_sweep_h200.json
     python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md (both files)
 """
 import argparse, itertools, json, os, sys, time, traceback
@@ -84,6 +85,71 @@ def run(out: str | None):
                     'settings at the run\'s commit; best = fastest with max |Δ| < 0.05 against the default\'s output')
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(NAME, doc, 'gpu'))
+
+TMA_NAME = 'attn_tma_sweep_h200'
+
+def run_tma(out: str | None):
+    """The split-K attention with its key / value tiles loaded by TMA (`ATTN_TMA`) against the pointer loads, by (CHUNK,
+    BL, stages), and the one-row combine by (chunks per step, head dims per program) (`ATTN_COMBINE_DECODE`), at T = 1
+    and 16, contexts 2048 and 8192: µs per `fused_attn_rows` call as in `run` (LAYERS calls on distinct caches in one
+    CUDA graph). Writes attn_tma_sweep_h200.json."""
+    import effqwen.engine as E
+    from effqwen.core import write_result
+    from effqwen.model import qwen35_config
+    from gluon_stream_probe import _chain_us
+    t0, dev = time.time(), 'cuda'
+    c = qwen35_config('qwen3.5-4b')
+    H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
+    dims = (H, Hkv, D, int(D * getattr(c, 'partial_rotary_factor', 1.0)), True, True, c.rms_norm_eps, 1.0)
+    torch.manual_seed(0)
+    kcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    vcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    own = (E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_VERIFY_TILES, E.ATTN_COMBINE_DECODE)
+    def put(tma, chunk, bl, ns, cmb, T):
+        E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_COMBINE_DECODE = frozenset(('decode', 'rows') if tma else ()), chunk, cmb
+        if T == 1: E.ATTN_BL, E.ATTN_STAGES = bl, ns
+        else: E.ATTN_VERIFY_TILES = (bl, ns)
+    rows = []
+    for ctx, T in itertools.product((2048, 8192), (1, 16)):
+        pos = torch.tensor([ctx - T], device=dev)
+        q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
+        proj = torch.randn(T, 2 * H * D + 2 * Hkv * D, device=dev, dtype=torch.bfloat16)
+        BR = max(16, E._np2(T * H // Hkv))
+        base = (False, own[1]) + ((own[2], own[3]) if T == 1 else tuple(own[4])) + (None,)
+        if T == 1:
+            sets = [base] + [(True, ch, bl, ns, None) for ch, bl, ns in ((256, 64, 3), (256, 64, 2), (256, 32, 4), (256, 32, 6), (128, 64, 3), (128, 32, 4), (512, 64, 3))]
+            sets += [(False, 256, 64, 3, cm) for cm in ((16, 32), (32, 32), (64, 32), (64, 64), (64, 16))] + [(True, 256, 64, 3, (64, 32)), (True, 256, 64, 2, (64, 32))]
+        else:
+            sets = [base] + [(True, 256, bl, ns, None) for bl, ns in ((32, 4), (32, 6), (64, 3), (64, 2))]
+        row, ref = dict(ctx=ctx, T=T, bytes=2 * Hkv * ctx * D * 2, configs={}), None
+        for tma, chunk, bl, ns, cmb in sets:
+            key = f"{'tma' if tma else 'ptr'} c{chunk} bl{bl} s{ns}" + (f' combine {cmb[0]}x{cmb[1]}' if cmb else '')
+            try:
+                put(tma, chunk, bl, ns, cmb, T)
+                part = E.attn_partials(Hkv, -(-LMAX // chunk), BR, D, dev)
+                y = E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, chunk); torch.cuda.synchronize()
+                if ref is None: ref = y.float()
+                r = dict(max_abs_diff=float((y.float() - ref).abs().max()), tiles=list(E._attn_tiles(D, q.device, T)))
+                r['chain'] = _chain_us([lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part, chunk) for i in range(LAYERS)])
+                r['gbs'] = row['bytes'] / r['chain'] / 1e3
+            except Exception: r = dict(error=traceback.format_exc()[-600:])
+            finally: E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_VERIFY_TILES, E.ATTN_COMBINE_DECODE = own
+            row['configs'][key] = r
+            print(ctx, T, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != 'error'}, r.get('error', '')[-200:], flush=True)
+        ok = {k: v['chain'] for k, v in row['configs'].items() if 'chain' in v and v['max_abs_diff'] < 0.05}
+        row['default'] = next(iter(row['configs']))
+        if ok: row['best'] = min(ok, key=ok.get)
+        rows.append(row)
+    import triton
+    doc = dict(shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
+               triton=triton.__version__, wall_s=time.time() - t0,
+               note='µs per call of effqwen.engine.fused_attn_rows (split-K kernel + combine + gate), LAYERS calls on distinct caches '
+                    'back to back in one CUDA graph; ptr / tma: key and value tiles by pointer loads (cp.async) or by TMA descriptors '
+                    '(ATTN_TMA); combine BSxBD: the one-row combine\'s chunks per step and head dims per program (ATTN_COMBINE_DECODE); '
+                    'tiles: (BL, stages) after the shared-memory fit; default = the first (the module settings at the run\'s commit); '
+                    'best = fastest with max |Δ| < 0.05 against it')
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(TMA_NAME, doc, 'gpu'))
 
 def _gdn_inputs(E, dev, T: int) -> dict:
     "Random inputs of the Gated-DeltaNet step at the 4B shape: T rows of the fused projection, LAYERS states and conv windows."
@@ -184,6 +250,6 @@ def render():
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'gdn', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'gdn', 'tma', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'gdn': lambda: run_gdn(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'gdn': lambda: run_gdn(a.out), 'tma': lambda: run_tma(a.out), 'render': render}[a.stage]()

@@ -164,3 +164,34 @@ def test_drafter_block_attention_under_interpreter():
     r = subprocess.run([sys.executable, '-c', SCRIPT_BLOCK], env=env, capture_output=True, text=True, timeout=900,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
+SCRIPT_TMA = textwrap.dedent('''
+    import torch
+    import effqwen.engine as E
+    torch.manual_seed(0)
+    # the split-K attention with TMA key / value tiles (`ATTN_TMA`) against pointer loads: decode (one row), verify rows,
+    # and a drafter block (non-causal, windowed), over chunks of 8 and 256 keys; the cache rows past the context hold NaN
+    # (a TMA tile loads whole rows there: the kernel must mask them, not multiply them by zero)
+    H, Hkv, D, L = 4, 2, 32, 64
+    dims = (H, Hkv, D, D, True, False, 1e-6, False)
+    for T, chunk, ctx, causal, win in ((1, 256, 40, True, 0), (16, 256, 40, True, 0), (1, 8, 37, True, 0), (16, 8, 50, True, 0),
+                                       (16, 8, 50, False, 0), (16, 8, 60, False, 20)):
+        kc, vc = torch.randn(Hkv, L, D), torch.randn(Hkv, L, D)
+        kc[:, ctx:] = float('nan'); vc[:, ctx:] = float('nan')
+        q, proj, pos = torch.randn(T, H, D), torch.randn(T, 2 * H * D + 2 * Hkv * D), torch.tensor([ctx - T])
+        outs = []
+        for tma in ((), ('decode', 'rows')):
+            E.ATTN_TMA = frozenset(tma)
+            assert (type(E._attn_kv_tiles(kc, vc, 64, T)[0]).__name__ == 'TensorDescriptor') == bool(tma)
+            outs.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, chunk, causal=causal, window=win))
+        assert torch.isfinite(outs[1]).all() and torch.equal(outs[0], outs[1]), (T, chunk, ctx, causal, win, (outs[0] - outs[1]).abs().max())
+    print('ok')
+''')
+
+def test_attention_tma_tiles_under_interpreter():
+    "The split-K attention gives the same output with its key / value tiles loaded through TMA descriptors as through pointers."
+    pytest.importorskip('triton.tools.tensor_descriptor')
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', SCRIPT_TMA], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
