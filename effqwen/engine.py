@@ -967,9 +967,10 @@ ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
 ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
-ATTN_COMBINE_DECODE = None   # (BS, BD) of the combine for one row (decode), or None: ATTN_COMBINE_BS / ATTN_COMBINE_BD. At one
-                             # row and a long context the combine's 16 programs (one per query head) each read every chunk's
-                             # partials in NS / BS dependent round trips; BD-dim slices give it more programs, BS >= NS one trip
+ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode), or None: ATTN_COMBINE_BS / ATTN_COMBINE_BD. At
+# one row and a long context the combine's 16 programs (one per query head) each read every chunk's partials in NS / BS
+# dependent round trips; BD-dim slices give it more programs (8 per head at 32), BS >= NS one trip. attn_tma_sweep_h200.json
+# (µs per layer, split + combine, 8 layers in a graph): 15.62 -> 13.95 at 8192 tokens of context, 10.51 -> 10.74 at 2048
 ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(',') if m)   # split-K tiles of keys / values loaded
 # by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more)
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
