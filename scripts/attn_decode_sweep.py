@@ -115,10 +115,14 @@ def run_tma(out: str | None):
         q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
         proj = torch.randn(T, 2 * H * D + 2 * Hkv * D, device=dev, dtype=torch.bfloat16)
         BR = max(16, E._np2(T * H // Hkv))
-        base = (False, own[1]) + ((own[2], own[3]) if T == 1 else tuple(own[4])) + (None,)
-        if T == 1:
+        base = (False, own[1]) + ((own[2], own[3]) if T == 1 else tuple(own[4])) + ((own[5] or None) if T == 1 else None,)
+        if T == 1 and os.environ.get('SWEEP_TAG') == 'chunks':   # the pointer kernel by chunk and tiles under the one-row combine's shapes
+            sets = [base] + [(False, ch, bl, ns, cm) for ch, bl, ns in ((128, 64, 3), (128, 32, 3), (128, 32, 4), (512, 64, 3), (256, 32, 4), (256, 64, 4))
+                             for cm in ((32, 32), (64, 32))] + [(False, 256, 64, 3, cm) for cm in ((32, 16), (32, 64), (16, 16))]
+        elif T == 1:
             sets = [base] + [(True, ch, bl, ns, None) for ch, bl, ns in ((256, 64, 3), (256, 64, 2), (256, 32, 4), (256, 32, 6), (128, 64, 3), (128, 32, 4), (512, 64, 3))]
             sets += [(False, 256, 64, 3, cm) for cm in ((16, 32), (32, 32), (64, 32), (64, 64), (64, 16))] + [(True, 256, 64, 3, (64, 32)), (True, 256, 64, 2, (64, 32))]
+        elif os.environ.get('SWEEP_TAG') == 'chunks': continue
         else:
             sets = [base] + [(True, 256, bl, ns, None) for bl, ns in ((32, 4), (32, 6), (64, 3), (64, 2))]
         row, ref = dict(ctx=ctx, T=T, bytes=2 * Hkv * ctx * D * 2, configs={}), None
@@ -149,7 +153,7 @@ def run_tma(out: str | None):
                     'tiles: (BL, stages) after the shared-memory fit; default = the first (the module settings at the run\'s commit); '
                     'best = fastest with max |Δ| < 0.05 against it')
     if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result(TMA_NAME, doc, 'gpu'))
+    print(write_result(TMA_NAME + (f"_{os.environ['SWEEP_TAG']}" if os.environ.get('SWEEP_TAG') else ''), doc, 'gpu'))   # SWEEP_TAG=chunks: the chunk sweep
 
 def _gdn_inputs(E, dev, T: int) -> dict:
     "Random inputs of the Gated-DeltaNet step at the 4B shape: T rows of the fused projection, LAYERS states and conv windows."
