@@ -251,6 +251,17 @@ def render():
                          f"{v.get('chain', float('nan')):.2f} | {v.get('max_abs_diff', float('nan')):.3g} |")
     lines += ['', doc['note'] + '.', '', provenance_line(doc)]
     if gdoc: lines += ['', 'GDN rows: ' + gdoc['note'] + '. ' + provenance_line(gdoc)]
+    import glob
+    for path in sorted(glob.glob(f'data/results/{TMA_NAME}*.json')):   # the TMA / combine-shape sweeps (stage `tma`)
+        t = json.load(open(path))
+        lines += ['', f"### `{os.path.basename(path)}`: split-K attention by tile loads, chunk and one-row combine shape (µs per call)", '',
+                  '| context | rows | setting | µs | GB/s | max abs Δ vs the first |', '|---|---|---|---|---|---|']
+        for r in t['rows']:
+            for k, v in r['configs'].items():
+                mark = ' (first)' if k == r['default'] else ' (best)' if k == r.get('best') else ''
+                lines.append(f"| {r['ctx']} | {r['T']} | {k}{mark} | {v.get('chain', float('nan')):.2f} | {v.get('gbs', float('nan')):.0f} | "
+                             f"{v.get('max_abs_diff', float('nan')):.3g} |" if 'chain' in v else f"| {r['ctx']} | {r['T']} | {k} | failed | | |")
+        lines += ['', t['note'] + '.', '', provenance_line(t)]
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
