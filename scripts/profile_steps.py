@@ -137,10 +137,14 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
     """Decode-1 and verify-16 step time (ms: CUDA-graph replay between CUDA events, median over `rounds` x `reps`
     replays after the prompt, the settings alternating round by round) under each of `settings` ({name: function that
     applies it}); the graphs are recorded again for each setting (`setup`: the engine's whole state is set up again).
-    Every setting must give the same 16 greedy tokens. The caller restores its own setting afterwards."""
+    Also `decode_n`: ms per token of `decode_n_tokens` as `benchmark_latency` times it (the replays back to back, host
+    clock around the synced call, after 4 warm-up tokens; decode_chain_ab's rounds of it agreed to 0.003 ms where the
+    single replays spread by 0.05). Every setting must give the same 16 greedy tokens. The caller restores its own
+    setting afterwards."""
     from effqwen.engine import _gpu_ms
     toks, errors = {}, {}
-    ts = {k: dict(decode=[], verify=[]) for k in settings}
+    nd = min(64, eng.max_seq_len - ids.shape[-1] - 8)
+    ts = {k: dict(decode=[], verify=[], decode_n=[]) for k in settings}
     for r in range(rounds):
         for key, apply in settings.items():
             if key in errors: continue
@@ -151,12 +155,18 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
                 eng.prefill(ids); toks[key] = eng.decode_n_tokens(16).tolist()
                 eng.prefill(ids); ts[key]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
                 eng.prefill(ids); ts[key]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
+                if nd >= 8:
+                    eng.prefill(ids); eng.decode_n_tokens(4); _sync()
+                    t = time.perf_counter(); eng.decode_n_tokens(nd); _sync(); ts[key]['decode_n'].append((time.perf_counter() - t) / nd * 1e3)
             except Exception as e:
                 errors[key] = f'{type(e).__name__}: {e}'[:300]
-    out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items()} | {f'{s}_rounds_ms': v for s, v in d.items()})
+    out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items() if v} | {f'{s}_rounds_ms': v for s, v in d.items() if v})
            for k, d in ts.items()}
     for k, v in out.items(): print(k, {a: b for a, b in v.items() if not a.endswith('rounds_ms')}, flush=True)
     return dict(ms=out, same_tokens=len(toks) == len(settings) and len({tuple(t) for t in toks.values()}) == 1)
+
+def _sync():
+    if DEV == 'cuda': torch.cuda.synchronize()
 
 def frag_picks_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the W4A16 fragment kernels' (WK, WM, DEPTH) from the built-in rule (`picks=rule`) and from
@@ -472,15 +482,17 @@ def render_ab(paths: list|None = None):
                 head = k.split(' chain=')[0] if ' chain=' in k else None
                 base = next(b for j, b in r['ms'].items() if head is None or j.startswith(head + ' '))
                 same = r.get('same_tokens'); same = same.get(head.split('=')[1]) if isinstance(same, dict) and head else same
-                rows.append(dict(part=part, setting=k, ctx=doc['prompt'], decode=v.get('decode_ms'), verify=v.get('verify_ms'),
+                rows.append(dict(part=part, setting=k, ctx=doc['prompt'], decode=v.get('decode_ms'), verify=v.get('verify_ms'), decode_n=v.get('decode_n_ms'),
                                  dr=base['decode_ms'] / v['decode_ms'] if 'decode_ms' in v else None,
                                  vr=base['verify_ms'] / v['verify_ms'] if 'verify_ms' in v and 'verify_ms' in base else None, same=same,
                                  sha=doc['provenance']['git_sha'][:7]))
     doc = docs[-1]
-    cols = [('part', 'A/B'), ('setting', 'setting'), ('ctx', 'context tokens', '{}'), ('decode', 'decode-1 ms', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
+    cols = [('part', 'A/B'), ('setting', 'setting'), ('ctx', 'context tokens', '{}'), ('decode', 'decode-1 ms', '{:.3f}'), ('decode_n', 'decode ms / token, back to back', '{:.3f}'), ('verify', 'verify-16 ms', '{:.3f}'),
             ('dr', 'decode speedup', '{:.3f}×'), ('vr', 'verify speedup', '{:.3f}×'), ('same', 'same greedy tokens'), ('sha', 'run at')]
     md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16)\n\n" + render_table(rows, cols)
-          + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round '
+          + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round; '
+            '"back to back": ms per token of `decode_n_tokens` (up to 64 replays, host clock around the synced call, as the latency '
+            'benchmark times decode), median of the same rounds, in the A/Bs run since session 29 '
             '(`scripts/profile_steps.py --only PART`). Speedups are against the first setting of each A/B. `fragment_ab`: the W4A16 '
             'linears on the library\'s Triton kernels (0) or on the Gluon fragment-layout kernels (1, `Engine.use_fragment`: '
           + f"{next((d['fragment_ab'].get('linears_switched') for d in docs if d.get('fragment_ab')), None)} linears switched; the LM head is not a W4A16 linear in this engine). "
