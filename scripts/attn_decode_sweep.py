@@ -33,18 +33,23 @@ NAME, LAYERS, LMAX = 'attn_decode_sweep_h200', 8, 8472      # the latency run's 
 CHUNKS, BLS, WARPS, STAGES = (64, 128, 256, 512), (32, 64), (4, 8), (3, 4)
 COMBINE_BDS = tuple(int(b) for b in os.environ.get('COMBINE_BDS', '128,64,32').split(',') if b)   # combine head-dim slices tried with the default split config
 
-def run(out: str | None):
-    import effqwen.engine as E
-    from effqwen.core import write_result
+def _attn_inputs(dev) -> tuple:
+    "(H, Hkv, D, the engine's attention dims, LAYERS random key caches, LAYERS value caches) at the Qwen3.5-4B shape."
     from effqwen.model import qwen35_config
-    from gluon_stream_probe import _chain_us
-    t0, dev = time.time(), 'cuda'
     c = qwen35_config('qwen3.5-4b')
     H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
     dims = (H, Hkv, D, int(D * getattr(c, 'partial_rotary_factor', 1.0)), True, True, c.rms_norm_eps, 1.0)
     torch.manual_seed(0)
     kcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
     vcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    return H, Hkv, D, dims, kcs, vcs
+
+def run(out: str | None):
+    import effqwen.engine as E
+    from effqwen.core import write_result
+    from gluon_stream_probe import _chain_us
+    t0, dev = time.time(), 'cuda'
+    H, Hkv, D, dims, kcs, vcs = _attn_inputs(dev)
     own = (E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES)
     own_bd = E.ATTN_COMBINE_BD
     rows = []
@@ -95,15 +100,9 @@ def run_tma(out: str | None):
     CUDA graph). Writes attn_tma_sweep_h200.json."""
     import effqwen.engine as E
     from effqwen.core import write_result
-    from effqwen.model import qwen35_config
     from gluon_stream_probe import _chain_us
     t0, dev = time.time(), 'cuda'
-    c = qwen35_config('qwen3.5-4b')
-    H, Hkv, D = c.num_attention_heads, c.num_key_value_heads, c.head_dim
-    dims = (H, Hkv, D, int(D * getattr(c, 'partial_rotary_factor', 1.0)), True, True, c.rms_norm_eps, 1.0)
-    torch.manual_seed(0)
-    kcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
-    vcs = [torch.randn(Hkv, LMAX, D, device=dev, dtype=torch.bfloat16) for _ in range(LAYERS)]
+    H, Hkv, D, dims, kcs, vcs = _attn_inputs(dev)
     own = (E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_VERIFY_TILES, E.ATTN_COMBINE_DECODE)
     def put(tma, chunk, bl, ns, cmb, T):
         E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_COMBINE_DECODE = frozenset(('decode', 'rows') if tma else ()), chunk, cmb
