@@ -972,7 +972,9 @@ ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode),
 # dependent round trips; BD-dim slices give it more programs (8 per head at 32), BS >= NS one trip. attn_tma_sweep_h200.json
 # (µs per layer, split + combine, 8 layers in a graph): 15.62 -> 13.95 at 8192 tokens of context, 10.51 -> 10.74 at 2048
 ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(',') if m)   # split-K tiles of keys / values loaded
-# by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more)
+# by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more).
+# Off: slower than the pointer loads at every shape timed (attn_tma_sweep_h200.json)
+if ATTN_TMA - {'decode', 'rows'}: raise ValueError(f"EFFQWEN_ATTN_TMA={os.environ['EFFQWEN_ATTN_TMA']!r}: a comma list of 'decode' and 'rows' (or unset)")
 # (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
 # attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 
