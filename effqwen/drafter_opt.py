@@ -267,6 +267,7 @@ class DrafterSize:
     prompt_pool:str = 'train'     # 'train': `assets.train_prompts` (shared with QAD); 'mixed': `drafter_prompts`
     draft_vocab:int|None = None   # FR-Spec draft vocabulary of the drafter's LM head (None: full vocabulary)
     pack_len:int = 128            # training chunk length
+    pack_aligned:bool = False     # `regen.pack(aligned=True)`: no conversation straddles two chunks (long prompts keep their context)
     eval_prompts:int = 2          # prompts per benchmark (GSM8K, HumanEval)
     eval_long:int = 1             # long-context prompts
     long_tokens:int = 256         # their length

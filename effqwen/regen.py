@@ -133,15 +133,25 @@ def tokenize_conversation(prompt:str, text:str, # a `regenerate` row: the templa
     return t, (len(p) if t[:len(p)] == p else 0)   # merged boundary: treat all as response
 
 def pack(conversations, # Dataset with columns prompt, text (from `regenerate`)
-         tokenizer, seq_len:int=512)->dict:
+         tokenizer, seq_len:int=512,
+         aligned:bool=False, # start a conversation that would straddle two chunks in a new chunk (the rest of the
+                             # chunk padded), and keep only the last seq_len tokens of a longer one: every response
+                             # sits in one chunk with its whole prompt (or the prompt's end), as a long prompt needs
+        )->dict:
     "Pack conversations into (N, seq_len) input_ids / attention_mask / response_mask tensors."
     if seq_len < 2: raise ValueError(f'seq_len={seq_len}: must be >= 2')
-    ids, resp = [], []
+    ids, resp, valid = [], [], []
     for prompt, text in zip(conversations['prompt'], conversations['text']):
         t, n_p = tokenize_conversation(prompt, text, tokenizer)
         if not t or t[-1] != tokenizer.eos_token_id: t = t + [tokenizer.eos_token_id]
-        ids += t; resp += [0] * n_p + [1] * (len(t) - n_p)
+        r = [0] * n_p + [1] * (len(t) - n_p)
+        if aligned:
+            t, r = t[-seq_len:], r[-seq_len:]
+            room = -len(ids) % seq_len
+            if len(t) > room > 0:                                  # pad the chunk out: the conversation starts the next one
+                ids += [tokenizer.pad_token_id] * room; resp += [0] * room; valid += [0] * room
+        ids += t; resp += r; valid += [1] * len(t)
     n = -(-len(ids) // seq_len); pad = n * seq_len - len(ids)
-    am = torch.ones(n * seq_len, dtype=torch.long); am[len(ids):] = 0
+    am = torch.tensor(valid + [0] * pad, dtype=torch.long)
     ids = torch.tensor(ids + [tokenizer.pad_token_id] * pad).view(n, seq_len)
     return dict(input_ids=ids, attention_mask=am.view(n, seq_len), response_mask=torch.tensor(resp + [0] * pad).view(n, seq_len))

@@ -35,9 +35,11 @@ def first_diff(a: torch.Tensor, b: torch.Tensor) -> int:
     n = min(len(a), len(b)); d = (a[:n].cpu() != b[:n].cpu()).nonzero()
     return int(d[0]) if len(d) else n
 
-OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2', 'pack_len', 'batch', 'anchors', 'draft_vocab')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
+OVERRIDES = ('regen_prompts', 'int4_prompts', 'steps1', 'steps2', 'pack_len', 'pack_aligned', 'batch', 'anchors', 'draft_vocab')   # env DRAFTER_<NAME>: a bigger run than the gpu DrafterSize (recorded in `sizes`)
 # (pack_len: the training chunk length; the drafter trained on 1024-token chunks lost tau on the ~3.7K-token long prompts with full
 #  attention where a 256-token window kept it, table drafter_a6_gpu: DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 keeps the tokens per step;
+#  pack_aligned=1: no conversation straddles two chunks, a longer one keeps its last pack_len tokens (for long prompts: EXTRA_PROMPTS
+#  from device_bundle.py --long);
 #  draft_vocab: the drafter's head rows, FR-Spec's frequency-ranked draft vocabulary: 16,384 leaves 1.5-1.8% of the target's GSM8K /
 #  HumanEval tokens outside it, data/results/drafter_vocab_probe.json; a stage-2 refit with another size re-picks it from the INT4 data)
 
@@ -157,6 +159,19 @@ def save_answers(work: Path, name: str, pr: dict, done: dict):
     for f, obj in ((regen_path(work, name), done), (work/f'regen_{name}_keys.json', {i: prompt_key(pr['train'][int(i)]['prompt']) for i in done})):
         tmp = f.with_suffix('.tmp'); tmp.write_text(json.dumps(obj)); tmp.replace(f)
 
+REGEN_TOKENS = int(os.environ.get('REGEN_TOKENS', str(1 << 20)))   # a regen batch's prompt + answer tokens at most (long prompts: fewer rows)
+
+def token_batches(todo: list, ntok: dict, batch: int, cap: int, new: int) -> list:
+    """`todo` (prompt indices in order) cut into consecutive batches of at most `batch` prompts whose padded size,
+    rows × (longest prompt's tokens `ntok[i]` + `new`), stays within `cap` (a prompt alone may exceed it)."""
+    if batch < 1 or cap < 1: raise ValueError(f'batch={batch}, REGEN_TOKENS={cap}: both must be >= 1')
+    out, cur, top = [], [], 0
+    for i in todo:
+        t = max(top, ntok[i])
+        if cur and (len(cur) == batch or (len(cur) + 1) * (t + new) > cap): out.append(cur); cur, t = [], ntok[i]
+        cur.append(i); top = t
+    return out + ([cur] if cur else [])
+
 def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('bf16', 'int4')):
     """Greedy answers of the BF16 and the INT4 target (bf16, the dtype speculative decoding serves) to the bundle's
     training prompts, in batches of similar prompt length; each finished batch is saved (atomically) under `work`, so
@@ -178,10 +193,11 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
         todo = [i for w in range(0, len(todo), 4 * batch) for i in sorted(todo[w:w + 4 * batch], key=lambda i: len(templ[i]))]  # less padding, same mix
         t = time.time(); per = None
         until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name != jobs[-1][0] else t_start + deadline_s
-        for j in range(0, len(todo), batch):
+        ntok = {i: len(tok(templ[i], add_special_tokens=False).input_ids) for i in todo}
+        for idx in token_batches(todo, ntok, batch, REGEN_TOKENS, S.regen_max_new):
             left = until - time.time()
             if left < (1.1 * per if per else 0) + 10: log(f'{name}: deadline, {len(done)}/{n} done'); break
-            tb = time.time(); idx = todo[j:j + batch]
+            tb = time.time()
             resp = generate_texts(model, tok, [templ[i] for i in idx], S.regen_max_new, 0.0, batch_size=len(idx), seed=p.seed, desc=f'regen {name}')
             done |= {str(i): r for i, r in zip(idx, resp)}
             save_answers(work, name, pr, done)
@@ -233,7 +249,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
             conv = dict(prompt=templ[:n], text=[a + b + tok.eos_token for a, b in zip(templ[:n], resp)])
             t_regen = time.time() - t; source = 'train stage (float32 target)'
         t = time.time()
-        pk = pack(conv, tok, S.pack_len)
+        pk = pack(conv, tok, S.pack_len, aligned=bool(S.pack_aligned))
         lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
         has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
         pk = {k: v[has] for k, v in pk.items()}; lm = lm[has]

@@ -59,3 +59,13 @@ def test_refit(tmp_path):
     doc = json.loads(out.read_text())
     assert doc['provenance'] == dict(git_sha='eee', date='2026-12-01T16:07', note='the commands')
     assert [r['drafter_sha256'] for r in doc['e2e']] == ['aa', 'bb'] and doc['train']['steps'] == dict(stage2=10)
+
+def test_token_batches():
+    "The regen stage's batches: at most `batch` prompts, rows × (longest prompt + new tokens) within the cap, order kept."
+    n = {0: 10, 1: 20, 2: 30, 3: 4000, 4: 4000, 5: 4000, 6: 5}
+    b = G.token_batches(list(n), n, 3, 9000, 256)
+    assert b == [[0, 1, 2], [3, 4], [5, 6]] and [i for x in b for i in x] == list(n)
+    assert all(len(x) * (max(n[i] for i in x) + 256) <= 9000 for x in b)
+    assert G.token_batches(list(n), n, 100, 10**9, 256) == [list(n)]
+    assert G.token_batches([3], n, 4, 100, 256) == [[3]]                   # one prompt over the cap still runs, alone
+    with pytest.raises(ValueError, match='REGEN_TOKENS'): G.token_batches([0], n, 0, 100, 1)
