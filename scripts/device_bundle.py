@@ -34,7 +34,8 @@ A6: 1.7 with full attention, 1.9 with a 1024 window, 2.4-2.6 on GSM8K / HumanEva
 rows with N long-context prompts mixed in at random (seed + 4), so any prefix of the file holds its share of them. The
 long prompts are the long benchmark's kind (`assets.long_context_prompts`: essays with one wiki paragraph inserted and a
 question about it) built from the train split's essays and articles, `--long-tokens` tokens each. Train on them with
-DRAFTER_PACK_LEN=4096 DRAFTER_PACK_ALIGNED=1 (gpu_drafter.py), so each answer shares a chunk with its whole prompt.
+DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 DRAFTER_ANCHORS=512 DRAFTER_PACK_ALIGNED=1 (gpu_drafter.py: the
+tokens and blocks of a 16 × 1024 step), so each answer shares a chunk with its whole prompt.
 
     python scripts/device_bundle.py --long 4096 --extra-from .devsite/extra32k/prompts_extra.json --out .devsite/extra_long
 """
