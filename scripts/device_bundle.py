@@ -31,13 +31,14 @@ the mixed pool file `--pool` that no run used yet (from row `--pool-start`: the 
 Long prompts (`--long N`): the drafter trained on short conversations lost τ on the ~3.7K-token long benchmark (A4 /
 A6: 1.7 with full attention, 1.9 with a 1024 window, 2.4-2.6 on GSM8K / HumanEval). `--long N` writes the first
 `--long-keep` rows of `--extra-from` in place (rows an earlier run answered: answers are keyed by index), then its other
-rows with N long-context prompts mixed in at random (seed + 4), so any prefix of the file holds its share of them. The
+rows with N long-context prompts mixed in at random (seed + 4) among the first `--long-span` of them (0: all), so a
+prefix of that span holds its share of them. The
 long prompts are the long benchmark's kind (`assets.long_context_prompts`: essays with one wiki paragraph inserted and a
 question about it) built from the train split's essays and articles, `--long-tokens` tokens each. Train on them with
 DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 DRAFTER_ANCHORS=512 DRAFTER_PACK_ALIGNED=1 (gpu_drafter.py: the
 tokens and blocks of a 16 × 1024 step), so each answer shares a chunk with its whole prompt.
 
-    python scripts/device_bundle.py --long 4096 --extra-from .devsite/extra32k/prompts_extra.json --out .devsite/extra_long
+    python scripts/device_bundle.py --long 4096 --long-span 8192 --extra-from .devsite/extra32k/prompts_extra.json --out .devsite/extra_long
 """
 import argparse, collections, hashlib, io, json, tarfile, time
 from pathlib import Path
@@ -59,9 +60,10 @@ def main():
     ap.add_argument('--long', type=int, default=0, help='write the rows of --extra-from with this many long-context prompts mixed in')
     ap.add_argument('--long-keep', type=int, default=0, help='--long: rows of --extra-from kept first, in place (answered by an earlier run)')
     ap.add_argument('--long-tokens', type=int, default=3584, help='--long: tokens per long prompt (answer + prompt within a 4096 chunk)')
+    ap.add_argument('--long-span', type=int, default=0, help='--long: mix the long prompts into this many rows after the kept ones (0: all)')
     a = ap.parse_args()
     if a.extra and (a.reason or a.grow or a.long): raise ValueError('--extra and --reason / --grow / --long write different files: pass one of them')
-    if a.long: return long_prompts(a.long, a.long_keep, a.long_tokens, Path(a.extra_from), Path(a.out))
+    if a.long: return long_prompts(a.long, a.long_keep, a.long_tokens, Path(a.extra_from), Path(a.out), a.long_span)
     if a.grow: return grow_prompts(a.grow, a.reason, Path(a.extra_from), Path(a.pool), a.pool_start, Path(a.out))
     if a.extra: return extra_prompts(a.extra, Path(a.out))
     if a.reason: return reason_prompts(a.reason, a.keep, Path(a.extra_from), Path(a.out))
@@ -202,9 +204,10 @@ def grow_prompts(n: int, n_reason: int, src: Path, pool: Path, start: int, out: 
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
     print(f'{len(kept)} kept + {len(new)} pool + {len(reason)} reasoning prompts -> {out}/prompts_extra.json', skipped or '', sha(b))
 
-def long_prompts(n: int, keep: int, tokens: int, src: Path, out: Path):
+def long_prompts(n: int, keep: int, tokens: int, src: Path, out: Path, span: int = 0):
     """The first `keep` rows of the extra file `src` in place, then its other rows with n train-split long-context
-    prompts (`long_context_prompts(split='train')`, `tokens` each, seed + 4) mixed in at random; none among the bundle's
+    prompts (`long_context_prompts(split='train')`, `tokens` each, seed + 4) mixed in at random among the first `span` of
+    them (0: all; a smaller span puts more long prompts into a run that answers only a prefix); none among the bundle's
     prompts or the file's rows."""
     import random
     from effqwen.core import get_profile
@@ -219,10 +222,12 @@ def long_prompts(n: int, keep: int, tokens: int, src: Path, out: Path):
     lc = long_context_prompts(load_tokenizer('smollm2'), n=n, tokens=tokens, seed=seed, split='train')
     new = [dict(id=f'extra/{i}', prompt=q) for i, q in zip(lc['id'], lc['prompt']) if q not in seen]
     if len(new) < n: raise ValueError(f'only {len(new)} new long prompts for {n}: ask for fewer')
-    rest = rows[keep:] + new; random.Random(seed).shuffle(rest)
+    if span < 0: raise ValueError(f'--long-span {span} must be >= 0')
+    span = span or len(rows) - keep
+    rest = rows[keep:keep + span] + new; random.Random(seed).shuffle(rest); rest += rows[keep + span:]
     out.mkdir(parents=True, exist_ok=True)
     b = json.dumps(dict(train=rows[:keep] + rest, seed=seed, kept=dict(file=src.name, sha256=sha(b0), rows=keep, of=len(rows)),
-                        kinds=dict(extra=len(rows), long=len(new)), long_tokens=tokens,
+                        kinds=dict(extra=len(rows), long=len(new)), long_tokens=tokens, long_span=span,
                         excluded='the bundle training prompts (drafter_train_prompts(gpu)) and the rows of --extra-from; '
                                  'long prompts from train-split essays and articles only (the long benchmark uses the eval split)')).encode()
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
