@@ -185,11 +185,24 @@ SCRIPT_TMA = textwrap.dedent('''
             assert (type(E._attn_kv_tiles(kc, vc, 64, T)[0]).__name__ == 'TensorDescriptor') == bool(tma)
             outs.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, chunk, causal=causal, window=win))
         assert torch.isfinite(outs[1]).all() and torch.equal(outs[0], outs[1]), (T, chunk, ctx, causal, win, (outs[0] - outs[1]).abs().max())
+    # the one-row combine's own shape (`ATTN_COMBINE_DECODE`: chunks per step, head dims per program) against the
+    # whole-head combine over the same partials: the same up to the order of the chunk sums
+    E.ATTN_TMA = frozenset()
+    kc, vc = torch.randn(Hkv, L, D), torch.randn(Hkv, L, D)
+    q, proj, pos = torch.randn(1, H, D), torch.randn(1, 2 * H * D + 2 * Hkv * D), torch.tensor([45])
+    ys = []
+    for cmb in (None, (2, 4), (32, 8)):
+        E.ATTN_COMBINE_DECODE = cmb
+        ys.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8))
+    assert all((y - ys[0]).abs().max() < 1e-5 for y in ys[1:]), [(y - ys[0]).abs().max() for y in ys]
+    E.ATTN_COMBINE_DECODE = (3, 4)
+    try: E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8); raise AssertionError('BS = 3 was accepted')
+    except ValueError as e: assert 'power of two' in str(e)
     print('ok')
 ''')
 
 def test_attention_tma_tiles_under_interpreter():
-    "The split-K attention gives the same output with its key / value tiles loaded through TMA descriptors as through pointers."
+    "The split-K attention gives the same output with its key / value tiles loaded through TMA descriptors as through pointers, and with the one-row combine's own shapes (`ATTN_COMBINE_DECODE`) as with the whole-head combine."
     pytest.importorskip('triton.tools.tensor_descriptor')
     env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
     r = subprocess.run([sys.executable, '-c', SCRIPT_TMA], env=env, capture_output=True, text=True, timeout=600,
