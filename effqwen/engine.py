@@ -967,6 +967,8 @@ ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
 ATTN_STAGES = 3   # software-pipeline stages of the split-K attention's key / value loads
+# (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
+# attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode), or None: ATTN_COMBINE_BS / ATTN_COMBINE_BD. At
 # one row and a long context the combine's 16 programs (one per query head) each read every chunk's partials in NS / BS
 # dependent round trips; BD-dim slices give it more programs (8 per head at 32), BS >= NS one trip. attn_tma_sweep_h200.json
@@ -975,8 +977,6 @@ ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(','
 # by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more).
 # Off: slower than the pointer loads at every shape timed (attn_tma_sweep_h200.json)
 if ATTN_TMA - {'decode', 'rows'}: raise ValueError(f"EFFQWEN_ATTN_TMA={os.environ['EFFQWEN_ATTN_TMA']!r}: a comma list of 'decode' and 'rows' (or unset)")
-# (CHUNK 256, BL 64, 4 warps, 3 stages: the fastest decode of `scripts/attn_decode_sweep.py` at the 4B shape, H200,
-# attn_decode_sweep_h200.json: 19.1 -> 10.9 us at a 2048-token context, 24.2 -> 15.8 us at 8192, against BL 32, 2 stages)
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
