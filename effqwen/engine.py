@@ -15,8 +15,8 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_WARPS', 'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV',
-           'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
+           'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_TMA', 'ATTN_VERIFY_TILES',
            'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
@@ -403,12 +403,16 @@ if triton is not None:
     @triton.jit
     def _gdn_step_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, Kd, Vd, C, HV, scale,
                          RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
-                         KC: tl.constexpr, PDL: tl.constexpr = False):
-        _pdl_enter(PDL)
+                         KC: tl.constexpr, PDL: tl.constexpr = False,
+                         EARLY_S: tl.constexpr = False):   # load the state before waiting for the kernel before (see GDN_STATE_EARLY)
         h = tl.program_id(0); iv = tl.program_id(1)
-        dt = o_ptr.dtype.element_ty
         ok = tl.arange(0, BK); mk = ok < DK
         ov = iv * BV + tl.arange(0, BV); mv = ov < DV
+        sp = S_ptr + h.to(tl.int64) * DK * DV + ok[:, None] * DV + ov[None, :]
+        sm = mk[:, None] & mv[None, :]
+        if EARLY_S: S = tl.load(sp, mask=sm, other=0.0)
+        _pdl_enter(PDL)
+        dt = o_ptr.dtype.element_ty
         hk = h // RATIO
         q = _silu_round(_conv_at(proj_ptr, buf_ptr, cw_ptr, hk * DK + ok, mk, KC), dt)
         k = _silu_round(_conv_at(proj_ptr, buf_ptr, cw_ptr, Kd + hk * DK + ok, mk, KC), dt)
@@ -420,9 +424,7 @@ if triton is not None:
         a = tl.load(proj_ptr + C + Vd + HV + h).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
         g = tl.load(nega_ptr + h) * tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a)))
         eg = tl.exp(g)
-        sp = S_ptr + h.to(tl.int64) * DK * DV + ok[:, None] * DV + ov[None, :]
-        sm = mk[:, None] & mv[None, :]
-        S = tl.load(sp, mask=sm, other=0.0)
+        if not EARLY_S: S = tl.load(sp, mask=sm, other=0.0)   # (where the kernel always loaded it)
         vn = beta * (v - eg * tl.sum(S * k[:, None], 0))
         S = S * eg + k[:, None] * vn[None, :]
         tl.store(sp, S, mask=sm)
@@ -797,6 +799,10 @@ def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
     return out
 
 GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per program of the one-token Gated-DeltaNet kernel
+GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # under programmatic dependent launch, the one-token
+# kernel loads its slice of the recurrent state before waiting for the kernel before it (the input projection), so the
+# state's DRAM latency overlaps that wait. Safe where only this layer's step kernel writes the state within a graph (the
+# engine: commit and prefill write it in other launches); off until an engine A/B times it (profile_steps gdn_early_ab)
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
 def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
@@ -806,7 +812,8 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
     bv = min(bv or GDN_BV, _np2(Dv))
     o = proj.new_empty(Hv, Dv)
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
-                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS, **_pdl(o))
+                                               RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS,
+                                               EARLY_S=GDN_STATE_EARLY, **_pdl(o))
     y = proj.new_empty(1, Vd)
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,

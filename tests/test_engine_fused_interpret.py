@@ -208,3 +208,30 @@ def test_attention_tma_tiles_under_interpreter():
     r = subprocess.run([sys.executable, '-c', SCRIPT_TMA], env=env, capture_output=True, text=True, timeout=600,
                        cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
+SCRIPT_GDN_EARLY = textwrap.dedent('''
+    import torch
+    import effqwen.engine as E
+    from effqwen.engine import Engine
+    from effqwen.model import tiny_qwen35
+    torch.manual_seed(0)
+    m = tiny_qwen35(0, initializer_range=0.2)
+    pr = torch.randint(0, 255, (1, 11))
+    outs = {}
+    for early in (False, True):
+        E.GDN_STATE_EARLY = early
+        e = Engine(m, max_seq_len=64, fused=True)
+        e.prefill(pr)
+        outs[early] = torch.stack([e.decode_one_token().clone() for _ in range(4)])
+        states = [L.S.clone() for L in e.layers if L.kind == 'linear_attention']
+        outs[early, 'S'] = torch.stack(states)
+    assert torch.equal(outs[False], outs[True]) and torch.equal(outs[False, 'S'], outs[True, 'S'])
+    print('ok')
+''')
+
+def test_gdn_state_loaded_early_under_interpreter():
+    "The one-token Gated-DeltaNet kernel with its state loaded before the PDL wait (`GDN_STATE_EARLY`) decodes the same tokens and states."
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', SCRIPT_GDN_EARLY], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
