@@ -8,6 +8,13 @@ import pytest
 
 pytest.importorskip('triton')
 
+def _interpret(script: str, timeout: int):
+    "Run `script` in a subprocess under Triton's interpreter (read when effqwen.engine is imported); it must print 'ok' last."
+    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
+    r = subprocess.run([sys.executable, '-c', script], env=env, capture_output=True, text=True, timeout=timeout,
+                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+
 SCRIPT = textwrap.dedent('''
     import torch
     import effqwen.engine as E
@@ -53,10 +60,7 @@ SCRIPT = textwrap.dedent('''
 ''')
 
 def test_fused_engine_matches_torch_under_interpreter():
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT], env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT, 900)
 
 SCRIPT_SWIGLU = textwrap.dedent('''
     import torch
@@ -84,10 +88,7 @@ SCRIPT_SWIGLU = textwrap.dedent('''
 
 def test_decode_swiglu_in_matvec_under_interpreter():
     "The W4A16 engine's decode with SwiGLU inside the down projection's mat-vec (`DECODE_SWIGLU_MATVEC`) equals the two-kernel path."
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT_SWIGLU], env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT_SWIGLU, 900)
 
 SCRIPT_PADDED = textwrap.dedent('''
     import torch
@@ -117,10 +118,7 @@ def test_padded_prefill_matches_exact_under_interpreter():
     """The recorded GPU prefill pads the prompt to its size bucket (`prefill_padded`): the logits, the taps, every
     Gated-DeltaNet state / conv window and attention cache row of the prompt, and the decoding after it must equal
     the exact-length prefill's."""
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT_PADDED], env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT_PADDED, 900)
 
 SCRIPT_BLOCK = textwrap.dedent('''
     import torch
@@ -160,10 +158,7 @@ SCRIPT_BLOCK = textwrap.dedent('''
 def test_drafter_block_attention_under_interpreter():
     """The fused `StaticDrafter` step attends with the engine's split-K kernels in their non-causal (and windowed) form
     (`block_attn`): equal to masked matmuls, and the step proposes the plain step's tokens."""
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT_BLOCK], env=env, capture_output=True, text=True, timeout=900,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT_BLOCK, 900)
 
 SCRIPT_TMA = textwrap.dedent('''
     import torch
@@ -204,10 +199,7 @@ SCRIPT_TMA = textwrap.dedent('''
 def test_attention_tma_tiles_under_interpreter():
     "The split-K attention gives the same output with its key / value tiles loaded through TMA descriptors as through pointers, and with the one-row combine's own shapes (`ATTN_COMBINE_DECODE`) as with the whole-head combine."
     pytest.importorskip('triton.tools.tensor_descriptor')
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT_TMA], env=env, capture_output=True, text=True, timeout=600,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT_TMA, 600)
 
 SCRIPT_GDN_EARLY = textwrap.dedent('''
     import torch
@@ -231,7 +223,4 @@ SCRIPT_GDN_EARLY = textwrap.dedent('''
 
 def test_gdn_state_loaded_early_under_interpreter():
     "The one-token Gated-DeltaNet kernel with its state loaded before the PDL wait (`GDN_STATE_EARLY`) decodes the same tokens and states."
-    env = dict(os.environ, TRITON_INTERPRET='1', OMP_NUM_THREADS=os.environ.get('OMP_NUM_THREADS', '2'))
-    r = subprocess.run([sys.executable, '-c', SCRIPT_GDN_EARLY], env=env, capture_output=True, text=True, timeout=600,
-                       cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    assert r.returncode == 0 and r.stdout.strip().endswith('ok'), r.stdout[-3000:] + r.stderr[-3000:]
+    _interpret(SCRIPT_GDN_EARLY, 600)
