@@ -18,14 +18,14 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
            'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_TMA', 'ATTN_VERIFY_TILES',
-           'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
-           'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
-           'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS',
-           'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_argmax',
-           'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_TMA',
+           'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
+           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
+           'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
            'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
            'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
            'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
@@ -322,6 +322,11 @@ except ImportError: TensorDescriptor = None
 _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # Triton's CPU interpreter (tests of the kernels on a CPU)
 
 if triton is not None:
+    @triton.jit
+    def _l2_prefetch(p):
+        "prefetch.global.L2 of every address in `p` (a hint: no value, no wait; CUDA only, not the interpreter)."
+        tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0 unused", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1)
+
     @triton.jit
     def _pdl_enter(PDL: tl.constexpr):
         """Programmatic dependent launch of the small kernels before a W4A16 linear (norm, SwiGLU, the mixers' output
@@ -671,7 +676,16 @@ if triton is not None:
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
-                           TMA: tl.constexpr = False):    # kc_ptr / vc_ptr are TMA tensor descriptors over the (Hkv·LMAX, D) caches
+                           TMA: tl.constexpr = False,     # kc_ptr / vc_ptr are TMA tensor descriptors over the (Hkv·LMAX, D) caches
+                           PREFETCH: tl.constexpr = False):   # (GPU, under PDL) this program's keys / values into L2 before the wait
+        if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
+            # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
+            L0 = tl.load(pos_ptr) + T; st0 = tl.program_id(1).to(tl.int64) * CHUNK
+            if st0 < L0:
+                LINE: tl.constexpr = 64 if D >= 64 else D                          # bf16 elements per 128-byte line
+                rr = tl.minimum(st0 + tl.arange(0, CHUNK), L0 - 1)
+                off = (tl.program_id(0).to(tl.int64) * LMAX + rr[:, None]) * D + (tl.arange(0, D // LINE) * LINE)[None, :]
+                _l2_prefetch(kc_ptr + off); _l2_prefetch(vc_ptr + off)
         _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
@@ -802,7 +816,7 @@ GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per progr
 GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # under programmatic dependent launch, the one-token
 # kernel loads its slice of the recurrent state before waiting for the kernel before it (the input projection), so the
 # state's DRAM latency overlaps that wait. Safe where only this layer's step kernel writes the state within a graph (the
-# engine: commit and prefill write it in other launches); off until an engine A/B times it (profile_steps gdn_early_ab)
+# engine: commit and prefill write it in other launches); off until an engine A/B times it (profile_steps early_ab)
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
 def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
@@ -980,6 +994,9 @@ ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode),
 # one row and a long context the combine's 16 programs (one per query head) each read every chunk's partials in NS / BS
 # dependent round trips; BD-dim slices give it more programs (8 per head at 32), BS >= NS one trip. attn_tma_sweep_h200.json
 # (µs per layer, split + combine, 8 layers in a graph): 15.62 -> 13.95 at 8192 tokens of context, 10.51 -> 10.74 at 2048
+ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode under programmatic dependent launch: each split-K
+# program prefetches its chunk's keys / values into L2 before it waits for the prep kernel, so the DRAM reads start while
+# the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it); off until an engine A/B times it (profile_steps early_ab)
 ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(',') if m)   # split-K tiles of keys / values loaded
 # by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more).
 # Off: slower than the pointer loads at every shape timed (attn_tma_sweep_h200.json)
@@ -1024,7 +1041,8 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     kt, vt = _attn_kv_tiles(kc, vc, bl, T)
     _attn_split_kernel[(Hkv, NS)](q, kt, vt, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, TMA=kt is not kc, **_pdl(q))
+                                  CAUSAL=causal, WIN=window, TMA=kt is not kc,
+                                  PREFETCH=ATTN_PREFETCH and T == 1 and kt is kc and bool(_pdl(q)), **_pdl(q))
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0

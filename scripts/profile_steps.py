@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, attn_tma_ab, gdn_early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, attn_tma_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -285,17 +285,19 @@ def attn_tma_ab(eng, ids) -> dict|None:
     finally: use(*own); eng._capture()
     return dict(r, context=int(ids.shape[1]), module_default=dict(tma=sorted(own[0]), combine_decode=own[1]))
 
-def gdn_early_ab(eng, ids) -> dict|None:
-    """Decode-1 / verify-16 with the one-token Gated-DeltaNet kernel loading its state slice before the PDL wait
-    (`GDN_STATE_EARLY` 1) or after it (0): the state's DRAM latency overlapped with the wait for the input projection.
-    The same values are loaded, so the tokens must be the same."""
+def early_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the decode kernels' loads that need not wait for the kernel before them issued before
+    its PDL wait: the one-token Gated-DeltaNet kernel's state slice (`GDN_STATE_EARLY`) and the split-K attention's
+    keys / values prefetched into L2 (`ATTN_PREFETCH`), each alone and both. The same values are read, so the tokens
+    must be the same. Five rounds; best at a long context (--prompt 8192) for the attention's part."""
     import effqwen.engine as E
     if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.GDN_STATE_EARLY
-    def use(v): E.GDN_STATE_EARLY = v
-    try: r = steps_ab(eng, ids, {'early=0': lambda: use(False), 'early=1': lambda: use(True)}, rounds=5)
-    finally: use(own); eng._capture()
-    return dict(r, module_default=own)
+    own = E.GDN_STATE_EARLY, E.ATTN_PREFETCH
+    def use(g, a): E.GDN_STATE_EARLY, E.ATTN_PREFETCH = g, a
+    sets = {f'gdn_early={int(g)} attn_prefetch={int(a)}': (lambda g=g, a=a: use(g, a)) for g, a in ((0, 0), (1, 0), (0, 1), (1, 1))}
+    try: r = steps_ab(eng, ids, sets, rounds=5)
+    finally: use(*own); eng._capture()
+    return dict(r, context=int(ids.shape[1]), module_default=dict(gdn_state_early=own[0], attn_prefetch=own[1]))
 
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
