@@ -18,7 +18,7 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
            'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_TMA',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH',
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
@@ -317,8 +317,6 @@ try:
     import triton, triton.language as tl
 except ImportError:   # CPU-only installs: the torch path is used
     triton = None
-try: from triton.tools.tensor_descriptor import TensorDescriptor   # TMA operands (`ATTN_TMA`)
-except ImportError: TensorDescriptor = None
 _INTERPRET = os.environ.get('TRITON_INTERPRET', '0') == '1'   # Triton's CPU interpreter (tests of the kernels on a CPU)
 
 if triton is not None:
@@ -676,7 +674,6 @@ if triton is not None:
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
-                           TMA: tl.constexpr = False,     # kc_ptr / vc_ptr are TMA tensor descriptors over the (Hkv·LMAX, D) caches
                            PREFETCH: tl.constexpr = False):   # (GPU, under PDL) this program's keys / values into L2 before the wait
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
@@ -704,8 +701,7 @@ if triton is not None:
             base = j.to(tl.int64) * LMAX * D
             for l0 in range(start, end, BL):
                 lo = l0 + tl.arange(0, BL); ml = lo < end
-                if TMA: k = kc_ptr.load([(j * LMAX + l0).to(tl.int32), 0])   # (whole tiles: keys past `end` are masked in the scores)
-                else: k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
                 else: sc = tl.dot(q, tl.trans(k)) * scale
                 ok = ml[None, :] & (lo[None, :] <= lim[:, None])
@@ -716,8 +712,7 @@ if triton is not None:
                 alpha = tl.exp(m_i - m_ok)
                 p = tl.exp(sc - m_ok[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                if TMA: v = tl.where(ml[:, None], vc_ptr.load([(j * LMAX + l0).to(tl.int32), 0]), 0.0)   # (p is 0 there; a cache row past the
-                else: v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)   # context need not be finite)
+                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
                 else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
                 m_i = m_new
@@ -997,10 +992,6 @@ ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode),
 ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode under programmatic dependent launch: each split-K
 # program prefetches its chunk's keys / values into L2 before it waits for the prep kernel, so the DRAM reads start while
 # the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it); off until an engine A/B times it (profile_steps early_ab)
-ATTN_TMA = frozenset(m for m in os.environ.get('EFFQWEN_ATTN_TMA', '').split(',') if m)   # split-K tiles of keys / values loaded
-# by TMA (tensor descriptors; Hopper and later, and Triton's interpreter) for these steps: 'decode' (one row), 'rows' (more).
-# Off: slower than the pointer loads at every shape timed (attn_tma_sweep_h200.json)
-if ATTN_TMA - {'decode', 'rows'}: raise ValueError(f"EFFQWEN_ATTN_TMA={os.environ['EFFQWEN_ATTN_TMA']!r}: a comma list of 'decode' and 'rows' (or unset)")
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
@@ -1038,11 +1029,10 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
-    kt, vt = _attn_kv_tiles(kc, vc, bl, T)
-    _attn_split_kernel[(Hkv, NS)](q, kt, vt, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
+    pdl = _pdl(q)
+    _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, TMA=kt is not kc,
-                                  PREFETCH=ATTN_PREFETCH and T == 1 and kt is kc and bool(_pdl(q)), **_pdl(q))
+                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0
@@ -1052,17 +1042,6 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
                                    T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=bs, num_warps=4,
                                    CAUSAL=causal, WIN=window, BD=bd, **_pdl(y))
     return y
-
-def _attn_kv_tiles(kc:torch.Tensor, vc:torch.Tensor, bl:int, T:int)->tuple:
-    """The split-K kernel's key / value operands: TMA descriptors of (bl, D) tiles over the (Hkv·Lmax, D) caches where
-    `ATTN_TMA` names this step ('decode': T = 1, 'rows': T > 1) and the hardware has TMA (compute capability 9+, or
-    Triton's interpreter); else the caches themselves (pointer loads)."""
-    if ('decode' if T == 1 else 'rows') not in ATTN_TMA or TensorDescriptor is None: return kc, vc
-    if not (_INTERPRET or (kc.is_cuda and torch.cuda.get_device_capability(kc.device)[0] >= 9)): return kc, vc
-    Hkv, Lmax, D = kc.shape   # (a tile may reach past its chunk, into the next head's rows or past the end (zeros): the kernel masks those keys)
-    if not (kc.is_contiguous() and vc.is_contiguous()):
-        raise ValueError(f'ATTN_TMA: the key / value caches must be contiguous (Hkv, Lmax, D) tensors (got strides {kc.stride()}, {vc.stride()})')
-    return tuple(TensorDescriptor.from_tensor(c.view(Hkv * Lmax, D), [bl, D]) for c in (kc, vc))
 
 @torch.library.custom_op('effqwen::block_attn', mutates_args=())
 def _block_attn_op(q:torch.Tensor, kc:torch.Tensor, vc:torch.Tensor, pos:torch.Tensor, window:int)->torch.Tensor:

@@ -22,7 +22,8 @@ default's (the compiled reductions over keys may be laid out differently per BV,
 
     python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json (attention, GDN)
     python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN decode step and verify alone -> data/results/gdn_decode_sweep_h200.json
-    python scripts/attn_decode_sweep.py tma [--out DIR]   # GPU: TMA key / value tiles and the one-row combine's shapes -> attn_tma_sweep_h200.json
+    python scripts/attn_decode_sweep.py combine [--out DIR]   # GPU: the one-row combine's shapes -> attn_combine_sweep_h200.json
+                                                      # (SWEEP_TAG=chunks: the chunk / tiles under them)
     python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md (both files)
 """
 import argparse, itertools, json, os, sys, time, traceback
@@ -91,44 +92,36 @@ def run(out: str | None):
     if out: os.environ['EFFQWEN_OUT'] = out
     print(write_result(NAME, doc, 'gpu'))
 
-TMA_NAME = 'attn_tma_sweep_h200'
+COMBINE_NAME = 'attn_combine_sweep_h200'
 
-def run_tma(out: str | None):
-    """The split-K attention with its key / value tiles loaded by TMA (`ATTN_TMA`) against the pointer loads, by (CHUNK,
-    BL, stages), and the one-row combine by (chunks per step, head dims per program) (`ATTN_COMBINE_DECODE`), at T = 1
-    and 16, contexts 2048 and 8192: µs per `fused_attn_rows` call as in `run` (LAYERS calls on distinct caches in one
-    CUDA graph). Writes attn_tma_sweep_h200.json."""
+def run_combine(out: str | None):
+    """The one-row combine by (chunks per step, head dims per program) (`ATTN_COMBINE_DECODE`; SWEEP_TAG=chunks: the
+    split kernel's (CHUNK, BL, stages) under two of those shapes), decode (T = 1) at contexts 2048 and 8192: µs per
+    `fused_attn_rows` call as in `run` (LAYERS calls on distinct caches in one CUDA graph).
+    Writes attn_combine_sweep_h200[_<tag>].json (at 64b6570 this stage was `tma`, with TMA tile rows: attn_tma_sweep_h200*.json)."""
     import effqwen.engine as E
     from effqwen.core import write_result
     from gluon_stream_probe import _chain_us
     t0, dev = time.time(), 'cuda'
     H, Hkv, D, dims, kcs, vcs = _attn_inputs(dev)
-    own = (E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_VERIFY_TILES, E.ATTN_COMBINE_DECODE)
-    def put(tma, chunk, bl, ns, cmb, T):
-        E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_COMBINE_DECODE = frozenset(('decode', 'rows') if tma else ()), chunk, cmb
-        if T == 1: E.ATTN_BL, E.ATTN_STAGES = bl, ns
-        else: E.ATTN_VERIFY_TILES = (bl, ns)
-    rows = []
-    for ctx, T in itertools.product((2048, 8192), (1, 16)):
+    own = (E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_COMBINE_DECODE)
+    def put(chunk, bl, ns, cmb): E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_COMBINE_DECODE = chunk, bl, ns, cmb
+    if os.environ.get('SWEEP_TAG') == 'chunks':   # the split kernel by chunk and tiles under two of the combine's shapes
+        sets = [own] + [(ch, bl, ns, cm) for ch, bl, ns in ((128, 64, 3), (128, 32, 3), (128, 32, 4), (512, 64, 3), (256, 32, 4), (256, 64, 4))
+                        for cm in ((32, 32), (64, 32))] + [(256, 64, 3, cm) for cm in ((32, 16), (32, 64), (16, 16))]
+    else: sets = [own] + [(256, 64, 3, cm) for cm in (None, (16, 32), (32, 32), (64, 32), (64, 64), (64, 16))]
+    rows, T = [], 1
+    for ctx in (2048, 8192):
         pos = torch.tensor([ctx - T], device=dev)
         q = torch.randn(T, H, D, device=dev, dtype=torch.bfloat16)
         proj = torch.randn(T, 2 * H * D + 2 * Hkv * D, device=dev, dtype=torch.bfloat16)
         BR = max(16, E._np2(T * H // Hkv))
-        base = (False, own[1]) + ((own[2], own[3]) if T == 1 else tuple(own[4])) + ((own[5] or None) if T == 1 else None,)
-        if T == 1 and os.environ.get('SWEEP_TAG') == 'chunks':   # the pointer kernel by chunk and tiles under the one-row combine's shapes
-            sets = [base] + [(False, ch, bl, ns, cm) for ch, bl, ns in ((128, 64, 3), (128, 32, 3), (128, 32, 4), (512, 64, 3), (256, 32, 4), (256, 64, 4))
-                             for cm in ((32, 32), (64, 32))] + [(False, 256, 64, 3, cm) for cm in ((32, 16), (32, 64), (16, 16))]
-        elif T == 1:
-            sets = [base] + [(True, ch, bl, ns, None) for ch, bl, ns in ((256, 64, 3), (256, 64, 2), (256, 32, 4), (256, 32, 6), (128, 64, 3), (128, 32, 4), (512, 64, 3))]
-            sets += [(False, 256, 64, 3, cm) for cm in ((16, 32), (32, 32), (64, 32), (64, 64), (64, 16))] + [(True, 256, 64, 3, (64, 32)), (True, 256, 64, 2, (64, 32))]
-        elif os.environ.get('SWEEP_TAG') == 'chunks': continue
-        else:
-            sets = [base] + [(True, 256, bl, ns, None) for bl, ns in ((32, 4), (32, 6), (64, 3), (64, 2))]
         row, ref = dict(ctx=ctx, T=T, bytes=2 * Hkv * ctx * D * 2, configs={}), None
-        for tma, chunk, bl, ns, cmb in sets:
-            key = f"{'tma' if tma else 'ptr'} c{chunk} bl{bl} s{ns}" + (f' combine {cmb[0]}x{cmb[1]}' if cmb else '')
+        for chunk, bl, ns, cmb in sets:
+            key = f"ptr c{chunk} bl{bl} s{ns}" + (f' combine {cmb[0]}x{cmb[1]}' if cmb else '')
+            if key in row['configs']: continue
             try:
-                put(tma, chunk, bl, ns, cmb, T)
+                put(chunk, bl, ns, cmb)
                 part = E.attn_partials(Hkv, -(-LMAX // chunk), BR, D, dev)
                 y = E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, chunk); torch.cuda.synchronize()
                 if ref is None: ref = y.float()
@@ -136,7 +129,7 @@ def run_tma(out: str | None):
                 r['chain'] = _chain_us([lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part, chunk) for i in range(LAYERS)])
                 r['gbs'] = row['bytes'] / r['chain'] / 1e3
             except Exception: r = dict(error=traceback.format_exc()[-600:])
-            finally: E.ATTN_TMA, E.ATTN_CHUNK, E.ATTN_BL, E.ATTN_STAGES, E.ATTN_VERIFY_TILES, E.ATTN_COMBINE_DECODE = own
+            finally: put(*own)
             row['configs'][key] = r
             print(ctx, T, key, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != 'error'}, r.get('error', '')[-200:], flush=True)
         ok = {k: v['chain'] for k, v in row['configs'].items() if 'chain' in v and v['max_abs_diff'] < 0.05}
@@ -147,12 +140,12 @@ def run_tma(out: str | None):
     doc = dict(shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
                triton=triton.__version__, wall_s=time.time() - t0,
                note='µs per call of effqwen.engine.fused_attn_rows (split-K kernel + combine + gate), LAYERS calls on distinct caches '
-                    'back to back in one CUDA graph; ptr / tma: key and value tiles by pointer loads (cp.async) or by TMA descriptors '
-                    '(ATTN_TMA); combine BSxBD: the one-row combine\'s chunks per step and head dims per program (ATTN_COMBINE_DECODE); '
-                    'tiles: (BL, stages) after the shared-memory fit; default = the first (the module settings at the run\'s commit); '
-                    'best = fastest with max |Δ| < 0.05 against it')
+                    'back to back in one CUDA graph; ptr: key and value tiles by pointer loads (cp.async); combine BSxBD: the '
+                    'one-row combine\'s chunks per step and head dims per program (ATTN_COMBINE_DECODE); tiles: (BL, stages) after '
+                    'the shared-memory fit; default = the first (the module settings at the run\'s commit); best = fastest with '
+                    'max |Δ| < 0.05 against it')
     if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result(TMA_NAME + (f"_{os.environ['SWEEP_TAG']}" if os.environ.get('SWEEP_TAG') else ''), doc, 'gpu'))   # SWEEP_TAG=chunks: the chunk sweep
+    print(write_result(COMBINE_NAME + (f"_{os.environ['SWEEP_TAG']}" if os.environ.get('SWEEP_TAG') else ''), doc, 'gpu'))
 
 def _gdn_inputs(E, dev, T: int) -> dict:
     "Random inputs of the Gated-DeltaNet step at the 4B shape: T rows of the fused projection, LAYERS states and conv windows."
@@ -251,7 +244,7 @@ def render():
     lines += ['', doc['note'] + '.', '', provenance_line(doc)]
     if gdoc: lines += ['', 'GDN rows: ' + gdoc['note'] + '. ' + provenance_line(gdoc)]
     import glob
-    for path in sorted(glob.glob(f'data/results/{TMA_NAME}*.json')):   # the TMA / combine-shape sweeps (stage `tma`)
+    for path in sorted(glob.glob('data/results/attn_tma_sweep_h200*.json') + glob.glob(f'data/results/{COMBINE_NAME}*.json')):   # stage `combine` (`tma` at 64b6570)
         t = json.load(open(path))
         lines += ['', f"### `{os.path.basename(path)}`: split-K attention by tile loads, chunk and one-row combine shape (µs per call)", '',
                   '| context | rows | setting | µs | GB/s | max abs Δ vs the first |', '|---|---|---|---|---|---|']
@@ -264,6 +257,6 @@ def render():
     print(write_table('attn_decode_sweep', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'gdn', 'tma', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'gdn', 'combine', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'gdn': lambda: run_gdn(a.out), 'tma': lambda: run_tma(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'gdn': lambda: run_gdn(a.out), 'combine': lambda: run_combine(a.out), 'render': render}[a.stage]()

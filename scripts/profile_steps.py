@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, attn_tma_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -268,23 +268,6 @@ def sub136_ab(eng, ids) -> dict|None:
     finally: use(*own); eng._capture()
     return dict(r, module_default=own[0], module_default_plain=own[1])
 
-def attn_tma_ab(eng, ids) -> dict|None:
-    """Decode-1 / verify-16 with the split-K attention's key / value tiles loaded by TMA (`ATTN_TMA`: off, decode,
-    decode + verify rows) and the one-row combine's (chunks per step, head dims per program) (`ATTN_COMBINE_DECODE`:
-    the module's, or env TMA_AB_COMBINE, default '64x32'). Best run at a long context (--prompt 8192), where the
-    attention reads 33.5 MB per layer at the 4B shape."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.ATTN_TMA, E.ATTN_COMBINE_DECODE
-    cmb = tuple(int(x) for x in os.environ.get('TMA_AB_COMBINE', '64x32').split('x'))
-    def use(tma, c): E.ATTN_TMA, E.ATTN_COMBINE_DECODE = frozenset(tma), c
-    sets = {'tma=off': lambda: use((), own[1]), 'tma=decode': lambda: use(('decode',), own[1]),
-            f'tma=off combine={cmb[0]}x{cmb[1]}': lambda: use((), cmb), f'tma=decode combine={cmb[0]}x{cmb[1]}': lambda: use(('decode',), cmb),
-            'tma=decode,rows': lambda: use(('decode', 'rows'), own[1])}
-    try: r = steps_ab(eng, ids, sets)
-    finally: use(*own); eng._capture()
-    return dict(r, context=int(ids.shape[1]), module_default=dict(tma=sorted(own[0]), combine_decode=own[1]))
-
 def early_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the decode kernels' loads that need not wait for the kernel before them issued before
     its PDL wait: the one-token Gated-DeltaNet kernel's state slice (`GDN_STATE_EARLY`) and the split-K attention's
@@ -516,7 +499,8 @@ def render_ab(paths: list|None = None):
             'median over 5 rounds), one CUDA graph per decode step (chain=1) or that many steps per graph (`DECODE_CHAIN`), '
             'against chain=1 with the same head; its tokens are compared within each head. `tail_ab` (an option that existed only at its '
             'run\'s commit, removed after it): the decode step\'s attention combine / Gated-DeltaNet output kernel done by each group\'s '
-            'last program inside the split / step kernel\'s launch, one launch a mixer instead of two.\n\n'
+            'last program inside the split / step kernel\'s launch, one launch a mixer instead of two. `attn_tma_ab` (likewise removed '
+            'after its run): the split-K attention\'s key / value tiles loaded through TMA descriptors.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

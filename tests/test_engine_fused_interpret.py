@@ -160,35 +160,26 @@ def test_drafter_block_attention_under_interpreter():
     (`block_attn`): equal to masked matmuls, and the step proposes the plain step's tokens."""
     _interpret(SCRIPT_BLOCK, 900)
 
-SCRIPT_TMA = textwrap.dedent('''
+SCRIPT_COMBINE = textwrap.dedent('''
     import torch
     import effqwen.engine as E
     torch.manual_seed(0)
-    # the split-K attention with TMA key / value tiles (`ATTN_TMA`) against pointer loads: decode (one row), verify rows,
-    # and a drafter block (non-causal, windowed), over chunks of 8 and 256 keys; the cache rows past the context hold NaN
-    # (a TMA tile loads whole rows there: the kernel must mask them, not multiply them by zero)
+    # the one-row combine's own shape (`ATTN_COMBINE_DECODE`: chunks per step, head dims per program) against the
+    # whole-head combine over the same partials: the same up to the order of the chunk sums; the cache rows past the
+    # context hold NaN (the split kernel must mask them) and the partials' padding rows (unused rows of BR) hold NaN too
+    # (the split kernel stores the query rows only, the combine must read no other)
     H, Hkv, D, L = 4, 2, 32, 64
     dims = (H, Hkv, D, D, True, False, 1e-6, False)
-    for T, chunk, ctx, causal, win in ((1, 256, 40, True, 0), (16, 256, 40, True, 0), (1, 8, 37, True, 0), (16, 8, 50, True, 0),
-                                       (16, 8, 50, False, 0), (16, 8, 60, False, 20)):
-        kc, vc = torch.randn(Hkv, L, D), torch.randn(Hkv, L, D)
-        kc[:, ctx:] = float('nan'); vc[:, ctx:] = float('nan')
-        q, proj, pos = torch.randn(T, H, D), torch.randn(T, 2 * H * D + 2 * Hkv * D), torch.tensor([ctx - T])
-        outs = []
-        for tma in ((), ('decode', 'rows')):
-            E.ATTN_TMA = frozenset(tma)
-            assert (type(E._attn_kv_tiles(kc, vc, 64, T)[0]).__name__ == 'TensorDescriptor') == bool(tma)
-            outs.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, chunk, causal=causal, window=win))
-        assert torch.isfinite(outs[1]).all() and torch.equal(outs[0], outs[1]), (T, chunk, ctx, causal, win, (outs[0] - outs[1]).abs().max())
-    # the one-row combine's own shape (`ATTN_COMBINE_DECODE`: chunks per step, head dims per program) against the
-    # whole-head combine over the same partials: the same up to the order of the chunk sums
-    E.ATTN_TMA = frozenset()
     kc, vc = torch.randn(Hkv, L, D), torch.randn(Hkv, L, D)
+    kc[:, 46:] = float('nan'); vc[:, 46:] = float('nan')
     q, proj, pos = torch.randn(1, H, D), torch.randn(1, 2 * H * D + 2 * Hkv * D), torch.tensor([45])
+    NS = -(-L // 8)
     ys = []
     for cmb in (None, (2, 4), (32, 8)):
         E.ATTN_COMBINE_DECODE = cmb
-        ys.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8))
+        part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, NS, 16, D, q.device))
+        ys.append(E.fused_attn_rows(q, proj, pos, kc, vc, dims, part, 8))
+    assert all(torch.isfinite(y).all() for y in ys)
     assert all((y - ys[0]).abs().max() < 1e-5 for y in ys[1:]), [(y - ys[0]).abs().max() for y in ys]
     E.ATTN_COMBINE_DECODE = (3, 4)
     try: E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8); raise AssertionError('BS = 3 was accepted')
@@ -196,10 +187,9 @@ SCRIPT_TMA = textwrap.dedent('''
     print('ok')
 ''')
 
-def test_attention_tma_tiles_under_interpreter():
-    "The split-K attention gives the same output with its key / value tiles loaded through TMA descriptors as through pointers, and with the one-row combine's own shapes (`ATTN_COMBINE_DECODE`) as with the whole-head combine."
-    pytest.importorskip('triton.tools.tensor_descriptor')
-    _interpret(SCRIPT_TMA, 600)
+def test_decode_combine_shapes_under_interpreter():
+    "The one-row combine's own shapes (`ATTN_COMBINE_DECODE`) give the whole-head combine's output, reading only the partials the split kernel wrote."
+    _interpret(SCRIPT_COMBINE, 600)
 
 SCRIPT_GDN_EARLY = textwrap.dedent('''
     import torch
