@@ -489,7 +489,7 @@ def render_ab(paths: list|None = None):
     md = (f"### Engine step A/B at the {doc['shape']} shape (random weights, W4A16)\n\n" + render_table(rows, cols)
           + '\nCUDA-graph replays between CUDA events, median over 3 rounds × 25 replays, the settings alternating round by round; '
             '"back to back": ms per token of `decode_n_tokens` (up to 64 replays, host clock around the synced call, as the latency '
-            'benchmark times decode), median of the same rounds, in the A/Bs run since session 29 '
+            'benchmark times decode), median of the same rounds, in the A/Bs run at cb1417e or later (the column is empty for older runs) '
             '(`scripts/profile_steps.py --only PART`). Speedups are against the first setting of each A/B. `fragment_ab`: the W4A16 '
             'linears on the library\'s Triton kernels (0) or on the Gluon fragment-layout kernels (1, `Engine.use_fragment`: '
           + f"{next((d['fragment_ab'].get('linears_switched') for d in docs if d.get('fragment_ab')), None)} linears switched; the LM head is not a W4A16 linear in this engine). "
