@@ -629,12 +629,17 @@ def block_accuracy(drafter:DFlashDrafter,
                    feats:torch.Tensor, # (B, S, k·H) their target features
                    loss_mask:torch.Tensor, # bool (B, S): response positions (anchors and labels)
                    n_anchors:int=64, # blocks per chunk
-                   seed:int=1, batch_size:int=8)->SimpleNamespace:
+                   seed:int=1,
+                   batch_size:int|None=None, # chunks per forward (None: up to 8, as many as `score_budget` allows)
+                   score_budget:int=2**29, # dense attention scores per forward (elements): heads x queries x keys
+                  )->SimpleNamespace:
     "Teacher-forced per-position accuracy `acc[k-1]` for k = 1..B−1 and the implied acceptance length `tau`."
     if input_ids.shape != loss_mask.shape or feats.shape[:2] != input_ids.shape:
         raise ValueError(f'input_ids {tuple(input_ids.shape)}, loss_mask {tuple(loss_mask.shape)} and feats {tuple(feats.shape)} must share (B, S)')
     g, bs = torch.Generator().manual_seed(seed), drafter.cfg.block_size
     hits, oks, runs = torch.zeros(bs - 1), torch.zeros(bs - 1), []
+    if batch_size is None:                                        # the dense block mask's scores grow as chunks x (N·bs) x (S + N·bs)
+        q = n_anchors * bs; batch_size = max(1, min(8, score_budget // (drafter.cfg.num_attention_heads * q * (input_ids.shape[1] + q))))
     was = drafter.training; drafter.eval()
     for i in range(0, len(input_ids), batch_size):
         ids, lm, f = input_ids[i:i + batch_size], loss_mask[i:i + batch_size].bool(), feats[i:i + batch_size]

@@ -811,7 +811,9 @@ GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per progr
 GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # under programmatic dependent launch, the one-token
 # kernel loads its slice of the recurrent state before waiting for the kernel before it (the input projection), so the
 # state's DRAM latency overlaps that wait. Safe where only this layer's step kernel writes the state within a graph (the
-# engine: commit and prefill write it in other launches); off until an engine A/B times it (profile_steps early_ab)
+# engine: commit and prefill write it in other launches). Off: in the engine A/B (profile_steps early_ab, three runs at
+# 8192 tokens, step_early_ab_h200.json) decode back to back took 8-34 µs less a token, but the settings' greedy tokens
+# differed in every run, and the same values should give the same tokens (which setting parted: the next run's tokens_part)
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
 def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
@@ -991,7 +993,8 @@ ATTN_COMBINE_DECODE = (32, 32)   # (BS, BD) of the combine for one row (decode),
 # (µs per layer, split + combine, 8 layers in a graph): 15.62 -> 13.95 at 8192 tokens of context, 10.51 -> 10.74 at 2048
 ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode under programmatic dependent launch: each split-K
 # program prefetches its chunk's keys / values into L2 before it waits for the prep kernel, so the DRAM reads start while
-# the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it); off until an engine A/B times it (profile_steps early_ab)
+# the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it). Off: no faster in the engine A/B
+# (profile_steps early_ab, three runs: decode back to back -13 / +11 / +11 µs a token at 8192 tokens, step_early_ab_h200.json)
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles

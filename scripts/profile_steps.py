@@ -139,10 +139,12 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
     applies it}); the graphs are recorded again for each setting (`setup`: the engine's whole state is set up again).
     Also `decode_n`: ms per token of `decode_n_tokens` as `benchmark_latency` times it (the replays back to back, host
     clock around the synced call, after 4 warm-up tokens; decode_chain_ab's rounds of it agreed to 0.003 ms where the
-    single replays spread by 0.05). Every setting must give the same 16 greedy tokens. The caller restores its own
-    setting afterwards."""
+    single replays spread by 0.05). Every setting must give the same 16 greedy tokens: `same_tokens`, and where they
+    part, `tokens_part` names each setting's first round and token that differ from the first setting's first round
+    (a setting that parts from its own earlier rounds is nondeterministic, not just another rounding). The caller
+    restores its own setting afterwards."""
     from effqwen.engine import _gpu_ms
-    toks, errors = {}, {}
+    toks, errors, rounds_toks = {}, {}, {}
     nd = min(64, eng.max_seq_len - ids.shape[-1] - 8)
     ts = {k: dict(decode=[], verify=[], decode_n=[]) for k in settings}
     for r in range(rounds):
@@ -152,7 +154,7 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
                 apply()
                 if setup: eng.setup(eng.max_seq_len)
                 else: eng._capture()
-                eng.prefill(ids); toks[key] = eng.decode_n_tokens(16).tolist()
+                eng.prefill(ids); toks[key] = eng.decode_n_tokens(16).tolist(); rounds_toks.setdefault(key, []).append(toks[key])
                 eng.prefill(ids); ts[key]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
                 eng.prefill(ids); ts[key]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
                 if nd >= 8:
@@ -163,7 +165,20 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
     out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items() if v} | {f'{s}_rounds_ms': v for s, v in d.items() if v})
            for k, d in ts.items()}
     for k, v in out.items(): print(k, {a: b for a, b in v.items() if not a.endswith('rounds_ms')}, flush=True)
-    return dict(ms=out, same_tokens=len(toks) == len(settings) and len({tuple(t) for t in toks.values()}) == 1)
+    same = len(toks) == len(settings) and len({tuple(t) for rs in rounds_toks.values() for t in rs}) == 1
+    return dict(ms=out, same_tokens=same, **({} if same else dict(tokens_part=tokens_part(rounds_toks))))
+
+def tokens_part(rounds_toks: dict) -> dict:
+    """{setting: None (same tokens in every round as the first setting's first round) or [round, token index] of its
+    first difference}, from {setting: [tokens of each round]}."""
+    ref = next(iter(rounds_toks.values()))[0]
+    def first(rs):
+        for r, t in enumerate(rs):
+            for i, (x, y) in enumerate(zip(t, ref)):
+                if x != y: return [r, i]
+            if len(t) != len(ref): return [r, min(len(t), len(ref))]
+        return None
+    return {k: first(rs) for k, rs in rounds_toks.items()}
 
 def _sync():
     if DEV == 'cuda': torch.cuda.synchronize()
@@ -500,7 +515,11 @@ def render_ab(paths: list|None = None):
             'against chain=1 with the same head; its tokens are compared within each head. `tail_ab` (an option that existed only at its '
             'run\'s commit, removed after it): the decode step\'s attention combine / Gated-DeltaNet output kernel done by each group\'s '
             'last program inside the split / step kernel\'s launch, one launch a mixer instead of two. `attn_tma_ab` (likewise removed '
-            'after its run): the split-K attention\'s key / value tiles loaded through TMA descriptors.\n\n'
+            'after its run): the split-K attention\'s key / value tiles loaded through TMA descriptors. `early_ab` (three runs of one commit, '
+            '`early_ab_run2` / `_run3` the repeats): the one-token Gated-DeltaNet kernel\'s state slice loaded before its '
+            'programmatic-dependent-launch wait (`GDN_STATE_EARLY`), the split-K attention\'s keys / values prefetched into L2 before '
+            'it (`ATTN_PREFETCH`); both read the same values, so tokens that differ mean some setting read something else, and both '
+            'stay off until a run that records `tokens_part` (which setting, which round) says which.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

@@ -14,3 +14,9 @@ def test_gap_stats():
     g = r['top'][0]
     assert (g['us'], g['after'], g['before']) == (130, 'd', 'e') and g['cpu'] == [dict(op='fla_chunk', us=90.0)]
     assert r['top'][1]['cpu'] == [dict(op='aten::linear', us=30.0)]
+
+def test_tokens_part():
+    "The A/Bs' token bookkeeping: where each setting's rounds first part from the first setting's first round."
+    r = P.tokens_part({'base': [[1, 2, 3], [1, 2, 3]], 'same': [[1, 2, 3]], 'late': [[1, 2, 3], [1, 9, 3]], 'short': [[1, 2]]})
+    assert r == {'base': None, 'same': None, 'late': [1, 1], 'short': [0, 2]}
+    assert P.tokens_part({'a': [[4, 5]], 'b': [[5, 5]]}) == {'a': None, 'b': [0, 0]}
