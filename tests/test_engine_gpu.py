@@ -303,3 +303,30 @@ def test_decode_chain_equals_single_steps(head, monkeypatch):
         assert torch.equal(eng.generate(pr, 30), ref.generate(pr, 30))
     monkeypatch.setattr(E, 'DECODE_CHAIN', 0)
     with pytest.raises(ValueError, match='DECODE_CHAIN'): eng._capture()
+
+@pytest.mark.parametrize('setting', ['GDN_STATE_EARLY', 'ATTN_PREFETCH'])
+def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
+    """The decode kernels' loads issued before their programmatic-dependent-launch wait (`GDN_STATE_EARLY`: the one-token
+    Gated-DeltaNet kernel's state slice; `ATTN_PREFETCH`: the split-K attention's keys / values into L2) read the same
+    values, so the W4A16 engine's recorded decode graph (PDL on) gives bit-identical tokens and recurrent states with the
+    option off and on; each setting runs twice, so an engine that does not repeat itself fails too. (The engine A/B at
+    the 4B shape saw the settings' tokens differ: `data/results/step_early_ab_h200.json`.)"""
+    import effqwen.engine as E
+    import effqwen.kernels as K
+    from effqwen.kernels import W4A16Linear
+    if not K.PDL: pytest.skip('programmatic dependent launch is off (EFFQWEN_PDL=0)')
+    m = _models(torch.bfloat16)['qwen3.5']
+    runs = {}
+    for on in (False, True, False, True):
+        monkeypatch.setattr(E, setting, on)
+        eng = E.Engine(m, max_seq_len=192, convert=lambda l: W4A16Linear.from_float(l, group_size=32))
+        got = []
+        for pr in _prompts():
+            eng.prefill(pr); t = eng.decode_n_tokens(48).clone()
+            got.append((t, torch.stack([L.S.clone() for L in eng.layers if L.kind == 'linear_attention'])))
+        runs.setdefault(on, []).append(got)
+    ref = runs[False][0]
+    for on, rs in runs.items():
+        for r, got in enumerate(rs):
+            for i, ((t, S), (t0, S0)) in enumerate(zip(got, ref)):
+                assert torch.equal(t, t0) and torch.equal(S, S0), (setting, on, r, i)
