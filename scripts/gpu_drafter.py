@@ -172,6 +172,14 @@ def token_batches(todo: list, ntok: dict, batch: int, cap: int, new: int) -> lis
         cur.append(i); top = t
     return out + ([cur] if cur else [])
 
+def regen_order(todo: list, length: dict, window: int) -> list:
+    """The order `regen` answers `todo` in: windows of `window` prompts as they come (shuffled: the same mix in each),
+    each window longest first, so batches hold prompts of similar length (less padding) and a deadline that stops the
+    last window drops its shortest prompts, not its longest. (Shortest first, session 30's run answered none of its
+    1,354 long prompts: the deadline fell in the window that held them.)"""
+    if window < 1: raise ValueError(f'window={window}: must be >= 1')
+    return [i for w in range(0, len(todo), window) for i in sorted(todo[w:w + window], key=lambda i: -length[i])]
+
 def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('bf16', 'int4')):
     """Greedy answers of the BF16 and the INT4 target (bf16, the dtype speculative decoding serves) to the bundle's
     training prompts, in batches of similar prompt length; each finished batch is saved (atomically) under `work`, so
@@ -190,7 +198,7 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
     for name, model, n in jobs:                                   # each target gets its share of the time (by prompt count)
         done = load_answers(work, name, pr)
         todo = [i for i in range(min(n, len(templ))) if str(i) not in done]   # prompts come shuffled (drafter_prompts)
-        todo = [i for w in range(0, len(todo), 4 * batch) for i in sorted(todo[w:w + 4 * batch], key=lambda i: len(templ[i]))]  # less padding, same mix
+        todo = regen_order(todo, {i: len(templ[i]) for i in todo}, 4 * batch)
         t = time.time(); per = None
         until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name != jobs[-1][0] else t_start + deadline_s
         ntok = {i: len(tok(templ[i], add_special_tokens=False).input_ids) for i in todo}
@@ -261,7 +269,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         else: ho = torch.randperm(len(ids), generator=torch.Generator().manual_seed(p.seed))[:nh].sort().values.to(DEV)
         tr = torch.ones(len(ids), dtype=torch.bool, device=DEV); tr[ho] = False
         data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=feats[tr], held=(ids[ho], feats[ho], lm[ho]))
+        plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
+                          prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks')
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],

@@ -69,3 +69,10 @@ def test_token_batches():
     assert G.token_batches(list(n), n, 100, 10**9, 256) == [list(n)]
     assert G.token_batches([3], n, 4, 100, 256) == [[3]]                   # one prompt over the cap still runs, alone
     with pytest.raises(ValueError, match='REGEN_TOKENS'): G.token_batches([0], n, 0, 100, 1)
+
+def test_regen_order():
+    "Windows in their order, each longest first: a deadline in the last window drops its shortest prompts, not its long ones."
+    L = {10: 5, 11: 900, 12: 40, 13: 7, 14: 3000, 15: 1}
+    assert G.regen_order([10, 11, 12, 13, 14, 15], L, 3) == [11, 12, 10, 14, 13, 15]
+    assert G.regen_order([], L, 4) == [] and sorted(G.regen_order(list(L), L, 100)) == sorted(L)
+    with pytest.raises(ValueError, match='window'): G.regen_order([10], L, 0)
