@@ -201,7 +201,8 @@ PY
   poll) : "${OUT:?set OUT}"; waitfor "${2:-540}" both_over
     cat "$W/chains.log" 2>/dev/null
     for f in smoke_pdl smoke tune profile tests latency verify_cost regen_int4 regen_bf16 train_a train_b eval lossless32 opt e2e $(cd "$W" && ls train_cap*.log e2e_cap*.log 2>/dev/null | sed 's/\.log$//') chain0 chain1; do
-      [ -f "$W/$f.log" ] && { echo "== $f"; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
+      # (every deadline line first: a target's cut, e.g. the BF16 answers in a solo regen log that ends with INT4's lines)
+      [ -f "$W/$f.log" ] && { echo "== $f"; grep -a ': deadline, ' "$W/$f.log" | cut -c1-300; tr '\r' '\n' < "$W/$f.log" | grep -E '^\[|Error|error|wrote|passed|failed|^prefill ' | cut -c1-300 | tail -6; }
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
     if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_bf16_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
