@@ -608,14 +608,20 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     # the W4A16 engine: the fused step (full attention) only; a shorter verify: the fused steps (full and windowed)
     runs = {e: {k: sd for k, sd in sds.items() if not e or k == 'fused' or (e.startswith(('v', 'pdlv_')) and k.startswith('fused'))} for e in engines}
     stops, x = [tok.eos_token_id], bench['gsm8k'][0]
-    step_ms, kprof = {}, {}
+    step_ms, kprof, ts = {}, {}, {}
     for e, eng in engines.items():
         for y in [xs[0] for xs in bench.values()]:      # warm-up: a prompt of each benchmark (the compiled prompt projection sees several lengths)
             eng.generate(y, 32, stops); [eng_spec(eng, sd, y, 32, stops) for sd in runs[e].values()]
         for xs in bench.values():
             for y in xs: eng.prefill(y)                  # each prompt-size bucket records its prefill graph before the timing
-        step_ms[f'{e}verify'] = _gpu_ms(lambda: eng._step('verify'), 20)
-        eng.prefill(x); step_ms[f'{e}decode'] = _gpu_ms(lambda: eng._step('decode'), 20)
+    # verify and decode after the same GSM8K prompt (until this commit verify was timed after the last long prompt, decode
+    # after a GSM8K one), in 3 rounds that alternate the engines: a drift of the GPU's clocks cannot favour the engine timed first
+    for r in range(3):
+        for e, eng in engines.items():
+            eng.prefill(x); ts.setdefault(f'{e}verify', []).append(_gpu_ms(lambda: eng._step('verify'), 20))
+            eng.prefill(x); ts.setdefault(f'{e}decode', []).append(_gpu_ms(lambda: eng._step('decode'), 20))
+    step_ms |= {k: sorted(v)[len(v) // 2] for k, v in ts.items()}
+    for e, eng in engines.items():
         # where a SmolLM2 step's GPU time goes: kernels of one eager decode / verify-16 step (traced outside the graphs,
         # so kernel times, not the graphs' launch gaps; scripts/profile_steps.py's grouping)
         eng.prefill(x)
@@ -644,7 +650,7 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
                         speedup_tpot_mean=sum(x['tpot'] for x in sp) / len(sp), lossless=sum(o['lossless'] for o in v.values()),
                         n=sum(o['n'] for o in v.values()))
     log('e2e (tau, decode speedup)', {k: {b: (round(o['tau'], 2), round(o.get('speedup_tpot', o.get('speedup_tpot_mean', 0)), 2)) for b, o in v.items()} for k, v in res.items()})
-    doc = dict(eval=res, step_ms=step_ms, kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
+    doc = dict(eval=res, step_ms=step_ms, step_ms_rounds=ts, step_context_tokens=int(x.shape[1]), kernel_profile=kprof, drafter=str(drafter_dir), drafter_compiled=compiled, eval_new=S.eval_new,
                drafter_sha256=sha((drafter_dir/'model.safetensors').read_bytes()),   # which trained drafter (as sha256sum prints it for the weights file)
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e == 'w4a16_' else 'bf16 nn.Linear holding codes x scales (cuBLAS)'
                         + (f', verifying {e[1:-1]} rows' if e.startswith('v') else '')
@@ -994,6 +1000,8 @@ def render_e2e(path: Path):
           + "Targets: " + '; '.join(f"{k.rstrip('_')}: {v}" for k, v in doc.get('targets', {'bf16': 'bf16 nn.Linear holding codes x scales (cuBLAS)'}).items())
           + (f" (its linears run {_w4_kernels(doc)}; no Gluon fragment kernel: {_frag_why()})" if 'w4a16_decode' in doc.get('kernel_profile', {}) else '')
           + ". Step costs: GPU time of the recorded graph, median of 20"
+          + (f" replays; decode and verify after the same {doc['step_context_tokens']}-token GSM8K prompt, median of 3 rounds alternating the engines"
+             if doc.get('step_context_tokens') else " replays; this run timed verify after the last long prompt and decode after a GSM8K prompt, one engine after the other")
           + (f"; the drafter step after the first long prompt ({doc['long_prompt_tokens']} tokens): "
              + ', '.join(f"{labels[k].split(', ', 1)[1]} {v:.3f} ms" for k, v in ((k, sm[f'draft_long_{k}']) for k in ev if f'draft_long_{k}' in sm))
              if any(k.startswith('draft_long_') for k in sm) else '') + '.' + _round_split(ev)
