@@ -218,6 +218,12 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
 DRAFTERS = ('stage1', 'stage2', 'direct')
 DATA_OF = dict(stage1='bf16', stage2='int4', direct='int4')     # whose answers each drafter trains on
 
+FEATURE_GB = float(os.environ.get('DRAFTER_FEATURE_GB', '48'))   # precomputed target features kept on the GPU, both data sets
+
+def feature_gb(chunks: int, seq: int, width: int, itemsize: int) -> float:
+    "GiB of the target's features for `chunks` chunks of `seq` tokens, `width` (taps x hidden) values of `itemsize` bytes each."
+    return chunks * seq * width * itemsize / 2**30
+
 def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True,
           drafters: tuple[str, ...] = DRAFTERS, layers: int|None = None):
     """budget_s: training seconds wanted; deadline_s: the whole command's seconds (the device's 10-minute limit), so the
@@ -243,7 +249,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     bf16, int4, tok = load_models(work, dtype=torch.float32 if fp32 else None)   # fp32: targets, features and drafters all float32
     pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
-    info, data = {}, {}
+    info, data, feat_gb = {}, {}, 0.0
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         if name not in {DATA_OF[k] for k in drafters}: continue
@@ -261,18 +267,26 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         lm = pk['response_mask'].bool() & pk['attention_mask'].bool()
         has = lm[:, :-1].any(1)                                   # chunks with at least one anchor position
         pk = {k: v[has] for k, v in pk.items()}; lm = lm[has]
-        feats = pack_features(model, pk['input_ids'].to(DEV), list(cfg.target_layer_ids), batch_size=16, progress=False)
         ids = pk['input_ids'].to(DEV); lm = lm.to(DEV); nh = max(1, len(ids) // 20)    # 5% of chunks held out:
         # a seeded random 5% (env DRAFTER_HELD=tail: the last 5%, as runs before session 22 did; with EXTRA_PROMPTS the tail
         # answers only the extra file's last prompts)
         if HELD == 'tail': ho = torch.arange(len(ids) - nh, len(ids), device=DEV)
         else: ho = torch.randperm(len(ids), generator=torch.Generator().manual_seed(p.seed))[:nh].sort().values.to(DEV)
         tr = torch.ones(len(ids), dtype=torch.bool, device=DEV); tr[ho] = False
-        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=feats[tr], held=(ids[ho], feats[ho], lm[ho]))
+        # the target's features of every training chunk, kept on the GPU while both data sets' fit in FEATURE_GB; past it
+        # (4,096-token chunks take 38 MB each in float32) each training step computes its own batch's (`train_drafter`
+        # with the target: one target forward a step)
+        fgb = feature_gb(int(tr.sum()), ids.shape[1], len(cfg.target_layer_ids) * cfg.hidden_size, 4 if fp32 else 2)
+        online = feat_gb + fgb > FEATURE_GB
+        if not online: feat_gb += fgb
+        feats_of = lambda x, model=model: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False)
+        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(ids[tr]), held=(ids[ho], feats_of(ids[ho]), lm[ho]),
+                          model=model, feats_of=feats_of)
         plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
-                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks')
+                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
+                          features='online (each step computes its batch\'s)' if online else 'precomputed', features_gb=round(fgb, 2))
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
                                                used=max(0, len(conv['prompt']) - pr['n_bundle_train']))
@@ -285,7 +299,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         return m
     def run(m, d, steps, lr, seed, curve=False):   # curve: the held-out loss 20 times along the run (its first 64 chunks)
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
-            return train_drafter(m, None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
+            return train_drafter(m, d['model'] if d['feats'] is None else None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
                                  seed=seed, features=d['feats'], **(dict(held=tuple(t[:64] for t in d['held']), eval_every=max(1, steps // 20)) if curve else {}))
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
     # on the GPU both attention paths are timed (flex_attention's block-sparse mask vs the dense bool mask) and the faster trains
@@ -350,7 +364,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         try:
             with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
                 a = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
-                     (('train', (d['ids'][:n], d['feats'][:n], d['loss_mask'][:n])), ('held_out', d['held']))}
+                     (('train', (d['ids'][:n], d['feats'][:n] if d['feats'] is not None else d['feats_of'](d['ids'][:n]), d['loss_mask'][:n])), ('held_out', d['held']))}
                 w = walk_tau(m, *(t[:64] for t in d['held']))     # the decoding loop replayed on held-out text (anchor-mean tau overstates it)
                 a['held_out']['walk_tau'] = w.tau; a['held_out']['walk_rounds'] = w.rounds
         except Exception as e:                                  # recorded, and the other drafters are still measured

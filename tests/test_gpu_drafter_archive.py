@@ -76,3 +76,8 @@ def test_regen_order():
     assert G.regen_order([10, 11, 12, 13, 14, 15], L, 3) == [11, 12, 10, 14, 13, 15]
     assert G.regen_order([], L, 4) == [] and sorted(G.regen_order(list(L), L, 100)) == sorted(L)
     with pytest.raises(ValueError, match='window'): G.regen_order([10], L, 0)
+
+def test_feature_gb():
+    "The feature budget's arithmetic: a 4,096-token chunk of SmolLM2's 4 taps x 576 float32 values is 37.7 MB."
+    assert abs(G.feature_gb(1, 4096, 4 * 576, 4) * 2**30 / 1e6 - 37.7) < 0.1
+    assert G.feature_gb(3000, 4096, 2304, 4) > G.FEATURE_GB > G.feature_gb(1000, 1024, 2304, 4)   # the long-prompt run goes online, session 22's did not
