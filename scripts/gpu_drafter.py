@@ -382,7 +382,7 @@ def load_train(work: Path) -> dict:
     st = dict(parts[0])
     for k in ('data', 'steps', 'losses', 'accs', 'train_s', 'block_accuracy', 'held_curve'): st[k] = {kk: vv for q in parts for kk, vv in q.get(k, {}).items()}
     st['step_ms'], st['budget_s'], st['processes'] = max(q['step_ms'] for q in parts), max(q['budget_s'] for q in parts), len(parts)
-    missing = [k for k in DRAFTERS if k not in st['steps']]
+    missing = [k for k in ('stage1', 'stage2') if k not in st['steps']]   # (direct is optional: SOLO_DRAFTERS=stage1,stage2)
     if missing: raise ValueError(f'train parts lack {missing}: run train --drafters for them')
     return st
 
@@ -503,7 +503,8 @@ def evaluate(work: Path, out: Path, n_lossless: int, ar_check: int, fp32: bool =
     pr = load_prompts(work)
     st = load_train(work)
     bench = {b: [torch.tensor(x)[None].to(DEV) for x in xs[:int(os.environ.get('N_EVAL', S.eval_prompts)) if b != 'long' else int(os.environ.get('N_LONG', S.eval_long))]] for b, xs in pr['bench'].items()}
-    names = ['direct', 'stage1', 'stage2']
+    names = [k for k in ('direct', 'stage1', 'stage2') if (work/'drafters'/k/'model.safetensors').exists()]   # (a run may skip direct: SOLO_DRAFTERS)
+    if 'stage2' not in names: raise ValueError(f"{work/'drafters'} holds no stage2 drafter (found {names}): run the train stage first")
     dr = {k: load_drafter(work/'drafters'/k, int4).to(DEV).to(next(int4.parameters()).dtype).eval() for k in names}
     taps = tuple(dr['stage2'].target_layer_ids)
     maxlen = max(x.shape[1] for xs in bench.values() for x in xs) + S.eval_new + 64
@@ -903,13 +904,13 @@ def render(path: Path):
     doc = json.loads(path.read_text()); tr, ev = doc['train'], doc['eval']
     LABEL = {'direct': 'direct on INT4', 'stage1': 'stage 1 (BF16)', 'stage2': 'stage 2 (BF16 → INT4)'}
     benches = list(doc['eval_prompts'])
-    rows = []
-    for k in ('direct', 'stage1', 'stage2'):
+    rows, present = [], [k for k in ('direct', 'stage1', 'stage2') if k in ev]   # (a run without direct: SOLO_DRAFTERS)
+    for k in present:
         allL = [l for o in ev[k].values() for l in o['lengths']]
-        ba = tr['block_accuracy'][k]
+        ba = tr['block_accuracy'].get(k)                             # (absent where the accuracy pass failed: block_accuracy_error)
         rows.append(dict(drafter=LABEL[k], steps=tr['steps'][k], **{f'tau_{b}': ev[k][b]['tau'] for b in benches},
-                         tau_all=sum(allL) / max(1, len(allL)), acc1_train=ba['train']['acc'][0], acc1_held=ba['held_out']['acc'][0],
-                         walk_held=ba['held_out'].get('walk_tau'),
+                         tau_all=sum(allL) / max(1, len(allL)), acc1_train=ba['train']['acc'][0] if ba else None, acc1_held=ba['held_out']['acc'][0] if ba else None,
+                         walk_held=ba['held_out'].get('walk_tau') if ba else None,
                          lossless=f"{sum(o['lossless'] for o in ev[k].values())}/{sum(o['n'] for o in ev[k].values())}"))
     d, ll = tr['data'], doc.get('lossless_extra')
     cap = (f"τ: tokens committed per target forward (block {tr['drafter']['block_size']}) of greedy speculative decoding on the engine, "
@@ -945,7 +946,7 @@ def render(path: Path):
             + [('tau_all', 'τ all', '{:.2f}'), ('acc1_train', 'pos-1 acc train', '{:.3f}'), ('acc1_held', 'pos-1 acc held-out', '{:.3f}')]
             + ([('walk_held', 'walk τ held-out', '{:.2f}')] if all(r['walk_held'] is not None for r in rows) else []) + [('lossless', 'lossless', '{}')])
     md = f"### A4 (gpu profile): drafter training on SmolLM2, {doc['provenance']['device']}\n\n" + render_table(rows, cols) + '\n' + cap + '\n\n' + provenance_line(doc) + '\n'
-    rows2, cols2, cap2 = speed_table(ev, {k: LABEL[k] for k in ('direct', 'stage1', 'stage2')}, benches)
+    rows2, cols2, cap2 = speed_table(ev, {k: LABEL[k] for k in present}, benches)
     md2 = (f"### A2 (true end-to-end): speculative vs autoregressive decoding on the engine, SmolLM2 INT4 (QAD) target, {doc['provenance']['device']}\n\n"
            + render_table(rows2, cols2) + '\n' + cap2 + ' '
            + _round_costs(doc) + '\n\n' + provenance_line(doc) + '\n')
@@ -955,7 +956,7 @@ def render(path: Path):
     import matplotlib; matplotlib.use('Agg')
     from effqwen.core import save_figure
     from effqwen.drafter_opt import tau_distribution_figure
-    fig = tau_distribution_figure({k: ev[k] for k in ('direct', 'stage1', 'stage2')}, tr['drafter']['block_size'], LABEL, doc['eval_prompts'],
+    fig = tau_distribution_figure({k: ev[k] for k in present}, tr['drafter']['block_size'], {k: LABEL[k] for k in present}, doc['eval_prompts'],
                                   f"SmolLM2: tokens committed per round on the INT4 target, gpu profile "
                                   f"({doc['provenance']['device']}, {doc['provenance']['date'][:10]}, git {doc['provenance']['git_sha'][:8]})")
     print(save_figure(fig, 'drafter_tau_gpu', prof))
