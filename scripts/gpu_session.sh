@@ -104,6 +104,7 @@ case ${1:?start|poll|chain0|chain1|solo|capacity} in
     mark "solo train stage1,direct,stage2"
     # SOLO_DRAFTERS=stage1,stage2: skip the direct-on-INT4 comparison drafter, so the two-stage pair gets its steps (eval and render follow)
     $G train --work "$W" --drafters "${SOLO_DRAFTERS:-stage1,direct,stage2}" --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
+    cp "$W"/train_*.json "$R/" 2>/dev/null   # the training record comes back with the next poll even if eval fails (session 30's did not)
     pack_drafters
     mark "solo eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
     if [ -n "${OPT:-}" ]; then mark "solo opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
