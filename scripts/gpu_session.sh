@@ -101,7 +101,7 @@ case ${1:?start|poll|chain0|chain1|solo|capacity} in
         cp "$W"/e2e_$k/data/results/drafter_e2e_swa*.json "$R/e2e_$k.json" 2>/dev/null   # (*: a CPU dry run's _dryrun name)
       done
       mark "solo done"; touch "$W/chain0.done" "$W/chain1.done"; exit 0; fi
-    mark "solo train stage1,direct,stage2"
+    mark "solo train ${SOLO_DRAFTERS:-stage1,direct,stage2}"
     # SOLO_DRAFTERS=stage1,stage2: skip the direct-on-INT4 comparison drafter, so the two-stage pair gets its steps (eval and render follow)
     $G train --work "$W" --drafters "${SOLO_DRAFTERS:-stage1,direct,stage2}" --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
     cp "$W"/train_*.json "$R/" 2>/dev/null   # the training record comes back with the next poll even if eval fails (session 30's did not)
