@@ -511,8 +511,8 @@ def packed_block_forward(drafter:DFlashDrafter,
 # %% ../nbs/08_dflash.ipynb #a90ed172
 def target_features(target, input_ids:torch.Tensor, layer_ids:list[int])->torch.Tensor:
     """Frozen target's tapped features (B, S, k·H) of `input_ids` (no gradient). Only the hidden states are wanted, so an HF
-    model computes its LM head for the last position alone (`logits_to_keep=1`): the head over every position would cost
-    SmolLM2 a fifth of its forward and 3.2 GB of float32 logits for 4 × 4,096 tokens (Qwen3.5's 248K vocabulary: 5× that)."""
+    model computes its LM head for the last position alone (`logits_to_keep=1`): the head over every position would be
+    a fifth of SmolLM2's forward matmul FLOPs (28M of its 135M weights) and 3.2 GB of float32 logits for 4 × 4,096 tokens (Qwen3.5's 248K vocabulary: 5× that)."""
     import inspect
     kw = dict(logits_to_keep=1) if 'logits_to_keep' in inspect.signature(target.forward).parameters else {}
     with torch.no_grad():

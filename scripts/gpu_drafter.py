@@ -224,6 +224,27 @@ def feature_gb(chunks: int, seq: int, width: int, itemsize: int) -> float:
     "GiB of the target's features for `chunks` chunks of `seq` tokens, `width` (taps x hidden) values of `itemsize` bytes each."
     return chunks * seq * width * itemsize / 2**30
 
+def chunk_plan(work: Path) -> dict:
+    """What `train` would hold for the answers saved under `work` (CPU is enough: no model runs): per target, the
+    conversations answered, the chunks they pack into at the run's DrafterSize (DRAFTER_PACK_LEN / _PACK_ALIGNED) and the
+    GiB of their float32 features, against FEATURE_GB. For planning a run's memory before the GPU lease."""
+    from transformers import AutoTokenizer
+    from effqwen.regen import pack
+    from effqwen.model import chat_prompt
+    _, S = sizes()
+    tok = AutoTokenizer.from_pretrained(str(work/'smollm2')); cfg = json.loads((work/'smollm2'/'config.json').read_text())
+    pr = load_prompts(work)
+    templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
+    out = {}
+    for name, n in (('bf16', S.regen_prompts), ('int4', S.int4_prompts)):
+        done = {i: a for i, a in load_answers(work, name, pr).items() if int(i) < n}
+        idx = sorted(int(i) for i in done)
+        pk = pack(dict(prompt=[templ[i] for i in idx], text=[templ[i] + done[str(i)] + tok.eos_token for i in idx]), tok, S.pack_len, aligned=bool(S.pack_aligned))
+        lm = pk['response_mask'].bool() & pk['attention_mask'].bool(); chunks = int(lm[:, :-1].any(1).sum())
+        out[name] = dict(conversations=len(idx), asked=n, chunks=chunks, features_gib=round(feature_gb(chunks, S.pack_len, S.taps * cfg['hidden_size'], 4), 1))
+    log('chunk plan', out, f'FEATURE_GB {FEATURE_GB:g}')
+    return out
+
 def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True,
           drafters: tuple[str, ...] = DRAFTERS, layers: int|None = None):
     """budget_s: training seconds wanted; deadline_s: the whole command's seconds (the device's 10-minute limit), so the
@@ -250,6 +271,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     info, data, feat_gb = {}, {}, 0.0
+    feats_of = lambda model, x: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False)
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         if name not in {DATA_OF[k] for k in drafters}: continue
@@ -279,9 +301,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         fgb = feature_gb(int(tr.sum()), ids.shape[1], len(cfg.target_layer_ids) * cfg.hidden_size, 4 if fp32 else 2)
         online = feat_gb + fgb > FEATURE_GB
         if not online: feat_gb += fgb
-        feats_of = lambda x, model=model: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False)
-        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(ids[tr]), held=(ids[ho], feats_of(ids[ho]), lm[ho]),
-                          model=model, feats_of=feats_of)
+        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(model, ids[tr]), held=(ids[ho], feats_of(model, ids[ho]), lm[ho]),
+                          model=model)
         plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
@@ -364,7 +385,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         try:
             with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
                 a = {split: vars(block_accuracy(m, *xs, n_anchors=S.anchors)) for split, xs in
-                     (('train', (d['ids'][:n], d['feats'][:n] if d['feats'] is not None else d['feats_of'](d['ids'][:n]), d['loss_mask'][:n])), ('held_out', d['held']))}
+                     (('train', (d['ids'][:n], d['feats'][:n] if d['feats'] is not None else feats_of(d['model'], d['ids'][:n]), d['loss_mask'][:n])), ('held_out', d['held']))}
                 w = walk_tau(m, *(t[:64] for t in d['held']))     # the decoding loop replayed on held-out text (anchor-mean tau overstates it)
                 a['held_out']['walk_tau'] = w.tau; a['held_out']['walk_rounds'] = w.rounds
         except Exception as e:                                  # recorded, and the other drafters are still measured
@@ -1171,7 +1192,7 @@ def archive(result: Path, new: Path, note: str):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit', 'capacity', 'render-capacity'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'chunks', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit', 'capacity', 'render-capacity'])
     ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back, named after the result it replaces (that one moves to its _session_runs.json)')
     ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
@@ -1201,6 +1222,7 @@ def main():
     if a.stage == 'assemble': assemble(work, json.loads(Path(a.manifest).read_text()))
     elif a.stage == 'regen': regen(work, a.deadline, a.batch, tuple(a.only.split(',')))
     elif a.stage == 'keys': write_keys(work)
+    elif a.stage == 'chunks': chunk_plan(work)
     elif a.stage == 'train': train(work, a.train_budget, a.deadline, a.lr, a.lr2, not a.bf16_autocast, tuple(a.drafters.split(',')), a.layers)
     elif a.stage == 'merge': merge(work, Path(os.environ.get('OUT', '/tmp/out')))
     elif a.stage == 'eval': evaluate(work, Path(os.environ.get('OUT', '/tmp/out')), a.lossless, a.ar_check, not a.no_fp32)

@@ -143,8 +143,8 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
     part, `tokens_part` names each setting's first round and token that differ from the first setting's first round
     (a setting that parts from its own earlier rounds is nondeterministic, not just another rounding). The caller
     restores its own setting afterwards."""
-    from effqwen.engine import _gpu_ms
-    toks, errors, rounds_toks = {}, {}, {}
+    from effqwen.engine import _gpu_ms, _sync
+    errors, rounds_toks, dev = {}, {}, torch.device(DEV)
     nd = min(64, eng.max_seq_len - ids.shape[-1] - 8)
     ts = {k: dict(decode=[], verify=[], decode_n=[]) for k in settings}
     for r in range(rounds):
@@ -154,23 +154,24 @@ def steps_ab(eng, ids, settings: dict, reps: int = 25, rounds: int = 3, setup: b
                 apply()
                 if setup: eng.setup(eng.max_seq_len)
                 else: eng._capture()
-                eng.prefill(ids); toks[key] = eng.decode_n_tokens(16).tolist(); rounds_toks.setdefault(key, []).append(toks[key])
+                eng.prefill(ids); rounds_toks.setdefault(key, []).append(eng.decode_n_tokens(16).tolist())
                 eng.prefill(ids); ts[key]['decode'].append(_gpu_ms(lambda: eng._step('decode'), reps, warmup=3))
                 eng.prefill(ids); ts[key]['verify'].append(_gpu_ms(lambda: eng._step('verify'), reps, warmup=3))
                 if nd >= 8:
-                    eng.prefill(ids); eng.decode_n_tokens(4); _sync()
-                    t = time.perf_counter(); eng.decode_n_tokens(nd); _sync(); ts[key]['decode_n'].append((time.perf_counter() - t) / nd * 1e3)
+                    eng.prefill(ids); eng.decode_n_tokens(4); t = _sync(dev)    # (the engine's clock: synced, then perf_counter)
+                    eng.decode_n_tokens(nd); ts[key]['decode_n'].append((_sync(dev) - t) / nd * 1e3)
             except Exception as e:
                 errors[key] = f'{type(e).__name__}: {e}'[:300]
     out = {k: (dict(error=errors[k]) if k in errors else {f'{s}_ms': sorted(v)[len(v) // 2] for s, v in d.items() if v} | {f'{s}_rounds_ms': v for s, v in d.items() if v})
            for k, d in ts.items()}
     for k, v in out.items(): print(k, {a: b for a, b in v.items() if not a.endswith('rounds_ms')}, flush=True)
-    same = len(toks) == len(settings) and len({tuple(t) for rs in rounds_toks.values() for t in rs}) == 1
+    same = len(rounds_toks) == len(settings) and len({tuple(t) for rs in rounds_toks.values() for t in rs}) == 1
     return dict(ms=out, same_tokens=same, **({} if same else dict(tokens_part=tokens_part(rounds_toks))))
 
 def tokens_part(rounds_toks: dict) -> dict:
     """{setting: None (same tokens in every round as the first setting's first round) or [round, token index] of its
-    first difference}, from {setting: [tokens of each round]}."""
+    first difference}, from {setting: [tokens of each round]} ({} when no setting decoded: every one failed)."""
+    if not rounds_toks: return {}
     ref = next(iter(rounds_toks.values()))[0]
     def first(rs):
         for r, t in enumerate(rs):
@@ -179,9 +180,6 @@ def tokens_part(rounds_toks: dict) -> dict:
             if len(t) != len(ref): return [r, min(len(t), len(ref))]
         return None
     return {k: first(rs) for k, rs in rounds_toks.items()}
-
-def _sync():
-    if DEV == 'cuda': torch.cuda.synchronize()
 
 def frag_picks_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the W4A16 fragment kernels' (WK, WM, DEPTH) from the built-in rule (`picks=rule`) and from
@@ -519,7 +517,7 @@ def render_ab(paths: list|None = None):
             '`early_ab_run2` / `_run3` the repeats): the one-token Gated-DeltaNet kernel\'s state slice loaded before its '
             'programmatic-dependent-launch wait (`GDN_STATE_EARLY`), the split-K attention\'s keys / values prefetched into L2 before '
             'it (`ATTN_PREFETCH`); both read the same values, so tokens that differ mean some setting read something else, and both '
-            'stay off until a run that records `tokens_part` (which setting, which round) says which.\n\n'
+            'stay off until a run that records `tokens_part` (which setting, which round) says which; its medians are over 5 rounds.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

@@ -20,3 +20,4 @@ def test_tokens_part():
     r = P.tokens_part({'base': [[1, 2, 3], [1, 2, 3]], 'same': [[1, 2, 3]], 'late': [[1, 2, 3], [1, 9, 3]], 'short': [[1, 2]]})
     assert r == {'base': None, 'same': None, 'late': [1, 1], 'short': [0, 2]}
     assert P.tokens_part({'a': [[4, 5]], 'b': [[5, 5]]}) == {'a': None, 'b': [0, 0]}
+    assert P.tokens_part({}) == {}                                         # every setting failed before decoding
