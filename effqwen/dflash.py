@@ -378,6 +378,7 @@ def _forward(self:DFlashDrafter,
     if ctx_pos is None: ctx_pos = torch.zeros(B, ctx.shape[1], dtype=torch.long, device=block_emb.device)
     if ctx.shape[-1] != self.fc.in_features:
         raise ValueError(f'context features have width {ctx.shape[-1]}, the drafter expects {self.fc.in_features} = {self.cfg.n_taps} taps x {self.cfg.hidden_size}')
+    if ctx.dtype != block_emb.dtype: ctx = ctx.to(block_emb.dtype)   # features stored in bf16 for a float32 drafter (train's DRAFTER_FEATURE_DTYPE)
     c = self.hidden_norm(self.fc(ctx))
     cs_c, cs_q = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.cfg.rope_theta), rope_cos_sin(block_pos, self.cfg.head_dim, self.cfg.rope_theta)
     all_ctx_pos = ctx_pos if cache is None or cache.pos is None else torch.cat([cache.pos, ctx_pos], 1)

@@ -219,6 +219,13 @@ DRAFTERS = ('stage1', 'stage2', 'direct')
 DATA_OF = dict(stage1='bf16', stage2='int4', direct='int4')     # whose answers each drafter trains on
 
 FEATURE_GB = float(os.environ.get('DRAFTER_FEATURE_GB', '48'))   # precomputed target features kept on the GPU, both data sets
+# the precomputed features' storage dtype: bfloat16 halves their memory (the engine's bf16 target hands the deployed drafter
+# bf16 features too); the drafters still train in float32 (DFlashDrafter.forward casts the features to its own dtype)
+FEATURE_DTYPE = os.environ.get('DRAFTER_FEATURE_DTYPE', 'float32')
+if FEATURE_DTYPE not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEATURE_DTYPE={FEATURE_DTYPE!r}: use float32 (default) or bfloat16')
+# a saved drafter stage 1 continues from (its weights and draft vocabulary; a fresh optimizer and schedule), so that
+# training spread over several GPU leases adds up; recorded in the result as `init`
+INIT_STAGE1 = os.environ.get('DRAFTER_INIT_STAGE1')
 
 def feature_gb(chunks: int, seq: int, width: int, itemsize: int) -> float:
     "GiB of the target's features for `chunks` chunks of `seq` tokens, `width` (taps x hidden) values of `itemsize` bytes each."
@@ -241,8 +248,8 @@ def chunk_plan(work: Path) -> dict:
         idx = sorted(int(i) for i in done)
         pk = pack(dict(prompt=[templ[i] for i in idx], text=[templ[i] + done[str(i)] + tok.eos_token for i in idx]), tok, S.pack_len, aligned=bool(S.pack_aligned))
         lm = pk['response_mask'].bool() & pk['attention_mask'].bool(); chunks = int(lm[:, :-1].any(1).sum())
-        out[name] = dict(conversations=len(idx), asked=n, chunks=chunks, features_gib=round(feature_gb(chunks, S.pack_len, S.taps * cfg['hidden_size'], 4), 1))
-    log('chunk plan', out, f'FEATURE_GB {FEATURE_GB:g}')
+        out[name] = dict(conversations=len(idx), asked=n, chunks=chunks, features_gib=round(feature_gb(chunks, S.pack_len, S.taps * cfg['hidden_size'], 2 if FEATURE_DTYPE == 'bfloat16' else 4), 1))
+    log('chunk plan', out, f'FEATURE_GB {FEATURE_GB:g}, features in {FEATURE_DTYPE}')
     return out
 
 def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None, lr2: float|None = None, fp32: bool = True,
@@ -271,7 +278,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     info, data, feat_gb = {}, {}, 0.0
-    feats_of = lambda model, x: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False)
+    fdt = torch.bfloat16 if FEATURE_DTYPE == 'bfloat16' else None
+    feats_of = lambda model, x: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False, dtype=fdt)
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         if name not in {DATA_OF[k] for k in drafters}: continue
@@ -298,7 +306,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         # the target's features of every training chunk, kept on the GPU while both data sets' fit in FEATURE_GB; past it
         # (4,096-token chunks take 38 MB each in float32) each training step computes its own batch's (`train_drafter`
         # with the target: one target forward a step)
-        fgb = feature_gb(int(tr.sum()), ids.shape[1], len(cfg.target_layer_ids) * cfg.hidden_size, 4 if fp32 else 2)
+        fgb = feature_gb(int(tr.sum()), ids.shape[1], len(cfg.target_layer_ids) * cfg.hidden_size, 2 if fdt is not None or not fp32 else 4)
         online = feat_gb + fgb > FEATURE_GB
         if not online: feat_gb += fgb
         data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(model, ids[tr]), held=(ids[ho], feats_of(model, ids[ho]), lm[ho]),
@@ -307,7 +315,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
-                          features='online (each step computes its batch\'s)' if online else 'precomputed', features_gb=round(fgb, 2))
+                          features='online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"})', features_gb=round(fgb, 2))
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
                                                used=max(0, len(conv['prompt']) - pr['n_bundle_train']))
@@ -318,6 +326,14 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         set_determinism(p.seed); m = DFlashDrafter(cfg).to(DEV).bind(target)
         if dv: m.set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
         return m
+    init = None
+    if INIT_STAGE1 and 'stage1' in drafters:                       # stage 1 continues from a saved drafter (an earlier lease's)
+        m0 = load_drafter(INIT_STAGE1, bf16).to(DEV).float()
+        if m0.cfg.to_json() != dict(cfg.to_json(), draft_vocab_size=m0.cfg.draft_vocab_size):
+            raise ValueError(f'DRAFTER_INIT_STAGE1={INIT_STAGE1}: its config differs from this run\'s drafter (layers, taps, block, window): train it from scratch instead')
+        init = dict(path=INIT_STAGE1, sha256=sha((Path(INIT_STAGE1)/'model.safetensors').read_bytes()),
+                    trained_by=(json.loads((Path(INIT_STAGE1)/'trained_by.json').read_text()) if (Path(INIT_STAGE1)/'trained_by.json').exists() else None))
+        log('stage1 continues from', init)
     def run(m, d, steps, lr, seed, curve=False):   # curve: the held-out loss 20 times along the run (its first 64 chunks)
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
             return train_drafter(m, d['model'] if d['feats'] is None else None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
@@ -364,7 +380,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
                 log(f'stage2: draft vocabulary {len(s1.d2t)} -> {dv} rows (the INT4 data\'s most frequent tokens)')
             hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True)
         else:
-            dr[k] = fresh(d, target[DATA_OF[k]]); hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True)
+            dr[k] = clone_drafter(m0).bind(bf16) if k == 'stage1' and init else fresh(d, target[DATA_OF[k]])
+            hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True)
         log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20)
         tmp = save_drafter(dr[k], work/'drafters'/f'{k}.partial')   # saved at once (whole, then renamed): stage 2 may be waiting for it
         import shutil; shutil.rmtree(work/'drafters'/k, ignore_errors=True); tmp.rename(work/'drafters'/k)
@@ -374,7 +391,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
               sizes={k: v for k, v in S.__dict__.items()}, processes=1,
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
               held_curve={k: h.held_curve for k, h in hist.items()},   # [(step, held-out loss, held-out acc)]
-              train_s={k: h.seconds for k, h in hist.items()}, block_accuracy={})
+              train_s={k: h.seconds for k, h in hist.items()}, block_accuracy={}, **(dict(init=dict(stage1=init)) if init else {}))
     from effqwen.core import atomic_write
     rec = work/f"train_{'_'.join(order)}.json"
     atomic_write(rec, json.dumps(st))     # the training record first: a failure in the accuracy pass below must not lose it
