@@ -12,7 +12,7 @@
 #          run's stage 2 then of the refit (e2e_committed.json, e2e_refit.json, train_stage2.json: gpu_drafter.py refit)
 #   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
 #          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
-#          included) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
+#          included; NO_EVAL=1 skips it) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
 #   CAPACITY=1 (one GPU): regen bf16 -> stage-1 drafters of each depth in CAP_LAYERS (default '2 5') trained side by side
 #          on those answers -> e2e of each (train_cap<L>.json, e2e_cap<L>.json): the drafter-capacity test
 #
@@ -106,7 +106,8 @@ case ${1:?start|poll|chain0|chain1|solo|capacity} in
     $G train --work "$W" --drafters "${SOLO_DRAFTERS:-stage1,direct,stage2}" --deadline "${TRAIN_DEADLINE:-1500}" --train-budget 100000 "${TA[@]}" > "$W/train_a.log" 2>&1; touch "$W/train_b.over"
     cp "$W"/train_*.json "$R/" 2>/dev/null   # the training record comes back with the next poll even if eval fails (session 30's did not)
     pack_drafters
-    mark "solo eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1
+    # NO_EVAL=1: no A4 eval (an archive run without the direct drafter, on a short lease): the e2e below still measures τ
+    if [ -z "${NO_EVAL:-}" ]; then mark "solo eval"; N_EVAL=${N_EVAL:-24} N_LONG=${N_LONG:-8} $G eval --work "$W" --lossless "${LOSSLESS:-100}" > "$W/eval.log" 2>&1; fi
     if [ -n "${OPT:-}" ]; then mark "solo opt"; N_EVAL=${OPT_EVAL:-16} N_LONG=${OPT_LONG:-8} $G opt --work "$W" > "$W/opt.log" 2>&1; fi
     # E2E=1: the new stage 2's true end-to-end speedup in the recipe's serving configuration (fused step, window E2E_WINDOWS)
     if [ -n "${E2E:-}" ]; then mark "solo e2e"; E2E_W4=0 E2E_PLAIN=0 E2E_WINDOWS=${E2E_WINDOWS:-1024} $G e2e --work "$W" > "$W/e2e.log" 2>&1; fi
