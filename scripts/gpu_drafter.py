@@ -1024,6 +1024,18 @@ def _round_split(ev: dict) -> str:
         f"first {o[b]['round0_draft_s'] / o[b]['n'] * 1e3:.2f} + {o[b]['round0_verify_s'] / o[b]['n'] * 1e3:.2f} ms, "
         f"outside {o[b]['unmarked_s'] / o[b]['n'] * 1e3:.2f} ms" for b in bs) + '.')
 
+def _train_line(tr: dict|None) -> str:
+    "A caption's sentence on the training record a `record-e2e` result carries (none: '')."
+    if not tr: return ''
+    init = (tr.get('init') or {}).get('stage1')
+    steps = ', '.join(f"{k} {n:,}" + (f" (after {init['trained_by']['steps']:,} of an earlier lease's, session {init['trained_by']['session']})"
+                                      if k == 'stage1' and init and init.get('trained_by') else '') for k, n in tr['steps'].items())
+    data = '; '.join(f"{k}: {v['conversations']:,} answers, {v['chunks']:,} chunks of {tr['sizes']['pack_len']:,} tokens, {v.get('prompts_over_2048_tokens', 0):,} prompts over 2,048 tokens"
+                     for k, v in tr['data'].items())
+    walk = ', '.join(f"{k} {v['held_out']['walk_tau']:.2f}" for k, v in tr.get('block_accuracy', {}).items() if 'walk_tau' in v.get('held_out', {}))
+    return (f" Training (the record in the result's `train`): steps {steps}, {tr['step_ms']:.0f} ms a step; data {data}"
+            + (f"; τ of the decoding loop replayed on held-out chunks of the training data (`walk_tau`): {walk}" if walk else '') + '.')
+
 def render_e2e(path: Path):
     "Table of the drafter step's end-to-end A/B (`e2e`): the fused and the plain StaticDrafter step on the same drafter."
     from effqwen.core import render_table, write_table, provenance_line
@@ -1061,6 +1073,7 @@ def render_e2e(path: Path):
           + (' Kernels per step, traced eagerly (kernel time, no launch gaps): ' + '; '.join(
               f"{k.replace('_', ' ')} {v['kernels']:.0f} kernels, {v['total_us']:.0f} µs (" + ', '.join(f"{g} {x['us']:.0f}" for g, x in list(v['groups'].items())[:3]) + ')'
               for k, v in doc['kernel_profile'].items()) + '.' if doc.get('kernel_profile') else '')
+          + _train_line(doc.get('train'))
           + (f" Run: {doc['provenance']['note']}" if doc['provenance'].get('note') else '')
           + '\n\n' + provenance_line(doc) + '\n')
     table = 'latency_a2_true_smollm2_' + path.stem.removeprefix('drafter_e2e_').removesuffix('_gpu')   # step_ab | swa
@@ -1207,9 +1220,42 @@ def archive(result: Path, new: Path, note: str):
     atomic_write(result, json.dumps(doc, indent=1) + '\n')
     log(f'{result}: {new} installed' + (f'; the run at {old["provenance"]["git_sha"]} archived ({len(runs["runs"])} runs)' if old else ''))
 
+def regen_check(tar: Path, extra: Path, bf16_asked: int, int4_asked: int, bundle_rows: int = 12288) -> dict:
+    """Which prompts a run's saved answers (a poll's regen_data.tar.xz) hold, against the extra-prompts file: rows at or
+    past `bundle_rows` are the extra file's, and a long prompt's id starts with extra/long."""
+    import tarfile
+    with tarfile.open(tar, 'r:xz') as t:
+        ans = {n: json.load(t.extractfile(f'regen_{n}.json')) for n in ('bf16', 'int4')}
+    rows = json.loads(extra.read_text())['train']
+    long_rows = {bundle_rows + j for j, r in enumerate(rows) if str(r.get('id', '')).startswith('extra/long')}
+    out = {}
+    for n, asked in (('bf16', bf16_asked), ('int4', int4_asked)):
+        lr = {r for r in long_rows if r < asked}; missing = [r for r in range(asked) if str(r) not in ans[n]]
+        out |= {f'{n}_answers': sum(int(k) < asked for k in ans[n]), f'{n}_asked': asked, f'{n}_long_prompts_asked': len(lr),
+                f'{n}_long_prompts_answered': sum(str(r) in ans[n] for r in lr), f'{n}_missing_rows_all_long': all(r in lr for r in missing)}
+    out['how'] = (f'{tar.name} (sha256 {sha(tar.read_bytes())[:12]}) against {extra.name} (sha256 {sha(extra.read_bytes())[:12]}): rows >= {bundle_rows:,} '
+                  'are the extra file\'s, a long prompt\'s id starts with extra/long')
+    return out
+
+def record_e2e(e2e_file: Path, out: Path, note: str, train_rec: Path|None = None, tar: Path|None = None, extra: Path|None = None,
+               tar_home: str = ''):
+    """A drafter run's result from what its `SOLO=1 E2E=1` chain brought back: the e2e file (as it came back) with the run's
+    training record (`train`), the saved answers' sha256 and `regen_check`, and the run's command in `provenance.note`."""
+    from effqwen.core import atomic_write
+    if not note: raise ValueError('record-e2e: --note is empty: say which command and data made the run')
+    if out.exists(): raise ValueError(f'record-e2e: {out} exists: pick a new result name (or archive the run into it)')
+    doc = json.loads(e2e_file.read_text()); doc['provenance']['note'] = note
+    if train_rec: doc['train'] = json.loads(train_rec.read_text())
+    if tar:
+        doc['regen_answers'] = dict(file=f'{tar.name}' + (f' (kept outside git in {tar_home})' if tar_home else ''), sha256=sha(tar.read_bytes()))
+        if extra:
+            t = doc.get('train', {}).get('data', {})
+            doc['regen_check'] = regen_check(tar, extra, t.get('bf16', {}).get('asked', 16384), t.get('int4', {}).get('asked', 8192))
+    atomic_write(out, json.dumps(doc, indent=1) + '\n'); log('wrote', out)
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'chunks', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit', 'capacity', 'render-capacity'])
+    ap.add_argument('stage', choices=['assemble', 'regen', 'keys', 'chunks', 'train', 'eval', 'lossless32', 'merge', 'opt', 'e2e', 'render', 'render-opt', 'render-e2e', 'archive', 'refit', 'render-refit', 'capacity', 'render-capacity', 'record-e2e'])
     ap.add_argument('--new', default=None, help='archive: the new run\'s file as it came back, named after the result it replaces (that one moves to its _session_runs.json)')
     ap.add_argument('--note', default='', help='archive: the command and data that made the new run (kept in its provenance)')
     ap.add_argument('--drafter-dir', default=None, help='e2e: the trained drafter (config.json + model.safetensors; default: <work>/drafters/stage2)')
@@ -1232,6 +1278,10 @@ def main():
     ap.add_argument('--bf16-autocast', action='store_true', help='train under bf16 autocast (stalled on the H200: pos-1 accuracy 0.02-0.10 on the drafters\' own training chunks, '
                     'data/results/drafter_gpu_bf16_autocast_train.json; default: float32 with TF32 matmuls, which fits)')
     ap.add_argument('--lossless', type=int, default=100)
+    ap.add_argument('--train-record', default=None, help='record-e2e: the run\'s train_*.json as it came back')
+    ap.add_argument('--regen-tar', default=None, help='record-e2e: the run\'s regen_data.tar.xz (its answers), for regen_check')
+    ap.add_argument('--extra', default=None, help='record-e2e: the EXTRA_PROMPTS file the run used (which rows are long prompts)')
+    ap.add_argument('--out', default=None, help='record-e2e: the new result, data/results/drafter_e2e_<name>_gpu.json')
     ap.add_argument('--ar-check', type=int, default=4)
     a = ap.parse_args()
     work = Path(a.work); work.mkdir(parents=True, exist_ok=True)
@@ -1253,6 +1303,11 @@ def main():
         if not a.new: raise ValueError('archive: --new <the new run\'s json> is required')
         archive(result_of(Path(a.new)), Path(a.new), a.note)
     elif a.stage == 'refit': refit(Path(a.new), a.e2e or [], a.note)
+    elif a.stage == 'record-e2e':
+        if not (a.e2e_result and a.out): raise ValueError('record-e2e: pass --e2e-result <the e2e file as it came back> and --out <the new result>')
+        tar = Path(a.regen_tar) if a.regen_tar else None
+        record_e2e(Path(a.e2e_result), Path(a.out), a.note, Path(a.train_record) if a.train_record else None, tar,
+                   Path(a.extra) if a.extra else None, str(tar.parent) if tar else '')
     elif a.stage == 'capacity': capacity(a.capacity_train or [], a.e2e or [], a.note)
     elif a.stage == 'render-capacity': render_capacity()
     elif a.stage == 'render-refit': render_refit(Path('data/results/drafter_stage2_refit_gpu.json'))
