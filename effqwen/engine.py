@@ -813,7 +813,9 @@ GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # unde
 # state's DRAM latency overlaps that wait. Safe where only this layer's step kernel writes the state within a graph (the
 # engine: commit and prefill write it in other launches). Off: in the engine A/B (profile_steps early_ab, three runs at
 # 8192 tokens, step_early_ab_h200.json) decode back to back took 8-34 µs less a token, but the settings' greedy tokens
-# differed in every run, and the same values should give the same tokens (which setting parted: the next run's tokens_part)
+# differed in every run, and the same values should give the same tokens (which setting parted: the next run's tokens_part).
+# On the tiny W4A16 engine under PDL both settings give bit-identical tokens and states, run twice each (GPU test
+# test_early_loads_give_same_tokens_and_states, passed on an H200 in session 31): the parting is the 4B shape's alone
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
 def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
