@@ -593,11 +593,14 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   progress:bool=False, # tqdm bar over steps
                   held:tuple|None=None, # (input_ids, features, loss_mask) of held-out chunks, for the curve below
                   eval_every:int=0, # record the held-out loss / accuracy every n steps and after the last (0 = never)
+                  keep_best:bool=False, # with `held`: end on the weights of the curve's lowest held-out loss (early stopping)
                  )->SimpleNamespace:
     """Train the drafter's layers, fc and norms on the target's features; returns per-step losses/accuracies and, with
     `held` and `eval_every`, the held-out curve `held_curve` [(step, loss, acc)] (same anchors each time, own RNG: the
-    training run itself is unchanged)."""
+    training run itself is unchanged). `keep_best` then restores the weights of the curve's lowest point (`best_step`),
+    as a small data set overfits late in the schedule."""
     if (held is None) != (eval_every <= 0): raise ValueError(f'held={held is not None}, eval_every={eval_every}: pass both (held-out chunks and a step interval) or neither')
+    if keep_best and held is None: raise ValueError('keep_best=True needs held= and eval_every= (it keeps the lowest held-out loss)')
     if input_ids.shape != loss_mask.shape: raise ValueError(f'input_ids {tuple(input_ids.shape)} and loss_mask {tuple(loss_mask.shape)} differ')
     if steps < 1: raise ValueError(f'steps={steps}: need at least one step')
     if features is None: check_target(drafter.cfg, target)
@@ -624,8 +627,11 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
         if log_every and (step + 1) % log_every == 0: log.info('step %d/%d loss %.4f acc %.3f', step + 1, steps, losses[-1], accs[-1])
         if held is not None and ((step + 1) % eval_every == 0 or step + 1 == steps):
             curve.append((step + 1, *held_loss(drafter, *held, n_anchors=n_anchors, gamma=gamma, batch_size=batch_size))); drafter.train()
+            if keep_best and curve[-1][1] <= min(c[1] for c in curve):   # a copy of the lowest point's weights (the drafter is small)
+                best = {k: v.detach().clone() for k, v in drafter.state_dict().items()}; best_step = step + 1
+    if keep_best: drafter.load_state_dict(best)
     drafter.eval()
-    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0, held_curve=curve)
+    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0, held_curve=curve, best_step=best_step if keep_best else None)
 
 # %% ../nbs/08_dflash.ipynb #9333022b
 @torch.no_grad()

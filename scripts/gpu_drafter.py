@@ -226,6 +226,10 @@ if FEATURE_DTYPE not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEAT
 # a saved drafter stage 1 continues from (its weights and draft vocabulary; a fresh optimizer and schedule), so that
 # training spread over several GPU leases adds up; recorded in the result as `init`
 INIT_STAGE1 = os.environ.get('DRAFTER_INIT_STAGE1')
+# drafters that end on the weights of their held-out curve's lowest loss (`train_drafter(keep_best=True)`, early stopping),
+# e.g. DRAFTER_KEEP_BEST=stage2: session 31's stage 2 overfit its ~6K INT4 answers (drafter_e2e_resume_gpu.json's held_curve)
+KEEP_BEST = tuple(k for k in os.environ.get('DRAFTER_KEEP_BEST', '').split(',') if k)
+if any(k not in ('stage1', 'stage2', 'direct') for k in KEEP_BEST): raise ValueError(f'DRAFTER_KEEP_BEST={KEEP_BEST}: name drafters among stage1, stage2, direct')
 
 def feature_gb(chunks: int, seq: int, width: int, itemsize: int) -> float:
     "GiB of the target's features for `chunks` chunks of `seq` tokens, `width` (taps x hidden) values of `itemsize` bytes each."
@@ -334,10 +338,10 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         init = dict(path=INIT_STAGE1, sha256=sha((Path(INIT_STAGE1)/'model.safetensors').read_bytes()),
                     trained_by=(json.loads((Path(INIT_STAGE1)/'trained_by.json').read_text()) if (Path(INIT_STAGE1)/'trained_by.json').exists() else None))
         log('stage1 continues from', init)
-    def run(m, d, steps, lr, seed, curve=False):   # curve: the held-out loss 20 times along the run (its first 64 chunks)
+    def run(m, d, steps, lr, seed, curve=False, best=False):   # curve: the held-out loss 20 times along the run (its first 64 chunks)
         with torch.autocast(DEV, dtype=torch.bfloat16, enabled=DEV == 'cuda' and not fp32):
             return train_drafter(m, d['model'] if d['feats'] is None else None, d['ids'], d['loss_mask'], steps=steps, batch_size=S.batch, lr=lr, n_anchors=S.anchors,
-                                 seed=seed, features=d['feats'], **(dict(held=tuple(t[:64] for t in d['held']), eval_every=max(1, steps // 20)) if curve else {}))
+                                 seed=seed, features=d['feats'], **(dict(held=tuple(t[:64] for t in d['held']), eval_every=max(1, steps // 20), keep_best=best) if curve else {}))
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
     # on the GPU both attention paths are timed (flex_attention's block-sparse mask vs the dense bool mask) and the faster trains
     import effqwen.dflash as DF
@@ -378,11 +382,11 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
             if dv and getattr(s1, 'd2t', None) is not None and len(s1.d2t) != dv:   # DRAFTER_DRAFT_VOCAB on a stage-2 refit: stage 2's own
                 dr[k].set_draft_vocab(frequent_tokens(d['ids'][d['loss_mask']].cpu(), dv, cfg.vocab_size, always=[tok.eos_token_id]))
                 log(f'stage2: draft vocabulary {len(s1.d2t)} -> {dv} rows (the INT4 data\'s most frequent tokens)')
-            hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True)
+            hist[k] = run(dr[k], d, steps2, S.lr2, p.seed + 1, curve=True, best=k in KEEP_BEST)
         else:
             dr[k] = clone_drafter(m0).bind(bf16) if k == 'stage1' and init else fresh(d, target[DATA_OF[k]])
-            hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True)
-        log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20)
+            hist[k] = run(dr[k], d, steps1, S.lr, p.seed, curve=True, best=k in KEEP_BEST)
+        log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20, *([f"kept step {hist[k].best_step} of {len(hist[k].losses)} (lowest held-out loss)"] if hist[k].best_step else []))
         tmp = save_drafter(dr[k], work/'drafters'/f'{k}.partial')   # saved at once (whole, then renamed): stage 2 may be waiting for it
         import shutil; shutil.rmtree(work/'drafters'/k, ignore_errors=True); tmp.rename(work/'drafters'/k)
     st = dict(data=info, step_ms=step_s * 1e3, attention=attn, step_ms_by_attention={k: v * 1e3 if isinstance(v, float) else v for k, v in step_by.items()},
@@ -391,7 +395,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
               sizes={k: v for k, v in S.__dict__.items()}, processes=1,
               losses={k: h.losses for k, h in hist.items()}, accs={k: h.accs for k, h in hist.items()},
               held_curve={k: h.held_curve for k, h in hist.items()},   # [(step, held-out loss, held-out acc)]
-              train_s={k: h.seconds for k, h in hist.items()}, block_accuracy={}, **(dict(init=dict(stage1=init)) if init else {}))
+              train_s={k: h.seconds for k, h in hist.items()}, block_accuracy={},
+              **(dict(best_step={k: h.best_step for k, h in hist.items() if h.best_step is not None}) if KEEP_BEST else {}), **(dict(init=dict(stage1=init)) if init else {}))
     from effqwen.core import atomic_write
     rec = work/f"train_{'_'.join(order)}.json"
     atomic_write(rec, json.dumps(st))     # the training record first: a failure in the accuracy pass below must not lose it
