@@ -12,7 +12,7 @@
 #          run's stage 2 then of the refit (e2e_committed.json, e2e_refit.json, train_stage2.json: gpu_drafter.py refit)
 #   SOLO=1 (one GPU, e.g. an nvidia-h200 lease): regen -> train stage1,direct,stage2 in one process -> the trained
 #          drafters packed for $OUT (drafters.tar.part*: stage 2 float32, stage 1 bf16) -> eval (float32 losslessness
-#          included; NO_EVAL=1 skips it) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
+#          included; NO_EVAL=1 skips it; REGEN_ONLY=1 stops after regen) [-> opt with OPT=1] [-> e2e with E2E=1: drafter_e2e_swa_gpu.json]; no latency stages
 #   CAPACITY=1 (one GPU): regen bf16 -> stage-1 drafters of each depth in CAP_LAYERS (default '2 5') trained side by side
 #          on those answers -> e2e of each (train_cap<L>.json, e2e_cap<L>.json): the drafter-capacity test
 #
@@ -90,6 +90,8 @@ case ${1:?start|poll|chain0|chain1|solo|capacity} in
   solo) export CUDA_VISIBLE_DEVICES=0 OUT=$R; mapfile -t TA < "$W/train_args"   # SOLO=1: the drafter stages in a row on one GPU
     # both targets' regen in one process, logged where poll reads the bf16 regen's log
     mark "solo regen"; $G regen --work "$W" --batch "${REGEN_BATCH:-1024}" --deadline "${REGEN_DEADLINE:-900}" > "$W/regen_bf16.log" 2>&1; touch "$W/regen_bf16.over"
+    # REGEN_ONLY=1: a lease of answers alone (poll brings back regen_data.tar.xz; a later lease trains on them via REGEN_TAR)
+    if [ -n "${REGEN_ONLY:-}" ]; then mark "solo done (REGEN_ONLY)"; touch "$W/chain0.done" "$W/chain1.done"; exit 0; fi
     if [ -n "${REFIT:-}" ]; then   # REFIT=<dir holding a run's stage1 and stage2>: stage 2 trained again from that stage 1, then both end to end
       mkdir -p "$W/drafters" && rm -rf "$W/drafters/stage1" "$W/drafters/stage2" && cp -r "$REFIT/stage1" "$W/drafters/stage1"
       mark "solo refit: train stage2 from $REFIT/stage1"
