@@ -81,3 +81,32 @@ def test_feature_gb():
     "The feature budget's arithmetic: a 4,096-token chunk of SmolLM2's 4 taps x 576 float32 values is 37.7 MB."
     assert abs(G.feature_gb(1, 4096, 4 * 576, 4) * 2**30 / 1e6 - 37.7) < 0.1
     assert G.feature_gb(3000, 4096, 2304, 4) > G.FEATURE_GB > G.feature_gb(1000, 1024, 2304, 4)   # the long-prompt run goes online, session 22's did not
+
+def _answers_tar(tmp_path, bf16: dict, int4: dict):
+    import io, tarfile
+    tar = tmp_path/'regen_data.tar.xz'
+    with tarfile.open(tar, 'w:xz') as t:
+        for n, d in (('bf16', bf16), ('int4', int4)):
+            b = json.dumps(d).encode(); i = tarfile.TarInfo(f'regen_{n}.json'); i.size = len(b); t.addfile(i, io.BytesIO(b))
+    return tar
+
+def test_regen_check_and_record_e2e(tmp_path):
+    """regen_check counts a run's answers against the extra file (rows past the bundle's are its rows, extra/long ids the
+    long prompts); record_e2e joins the e2e file, the training record and that check, and refuses a missing note or an
+    existing result."""
+    extra = tmp_path/'prompts_extra.json'   # bundle rows 0-3, extra rows 4-7 (rows 5 and 7 long)
+    extra.write_text(json.dumps(dict(train=[dict(id='extra/code/1'), dict(id='extra/long/essay/2'), dict(id='extra/text/3'), dict(id='extra/long/wiki/4')])))
+    tar = _answers_tar(tmp_path, {str(i): 'a' for i in (0, 1, 2, 3, 4, 6, 7)}, {str(i): 'b' for i in (0, 2)})
+    c = G.regen_check(tar, extra, bf16_asked=8, int4_asked=4, bundle_rows=4)
+    assert (c['bf16_answers'], c['bf16_long_prompts_asked'], c['bf16_long_prompts_answered'], c['bf16_missing_rows_all_long']) == (7, 2, 1, True)
+    assert (c['int4_answers'], c['int4_long_prompts_asked'], c['int4_missing_rows_all_long']) == (2, 0, False)
+    e2e, rec = tmp_path/'e2e.json', tmp_path/'train.json'
+    e2e.write_text(json.dumps(dict(provenance=dict(git_sha='abc'), eval={})))
+    rec.write_text(json.dumps(dict(data=dict(bf16=dict(asked=8), int4=dict(asked=4)), steps=dict(stage1=2))))
+    out = tmp_path/'drafter_e2e_x_gpu.json'
+    with pytest.raises(ValueError, match='--note'): G.record_e2e(e2e, out, '', rec, tar, extra)
+    G.record_e2e(e2e, out, 'the command', rec, tar, extra)
+    doc = json.loads(out.read_text())
+    assert doc['provenance'] == dict(git_sha='abc', note='the command') and doc['train']['steps'] == dict(stage1=2)
+    assert doc['regen_check']['bf16_asked'] == 8 and doc['regen_answers']['sha256'] == G.sha(tar.read_bytes())
+    with pytest.raises(ValueError, match='exists'): G.record_e2e(e2e, out, 'again', rec, tar, extra)
