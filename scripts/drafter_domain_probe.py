@@ -198,7 +198,8 @@ def probe(a):
     G, int4, tok, d, pr, sha = _load(a)
     rows = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in _sets(a, tok, pr).items()]
     tr = json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance']
-    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"),
+    by = a.trained_by or f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"   # (the committed A4 run's, unless named)
+    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=by),
                new_tokens=a.new, unseen_from=a.unseen_from, extra=dict(file=Path(a.extra).name, sha256=hashlib.sha256(Path(a.extra).read_bytes()).hexdigest()),
                precision='float32 (target and drafter)', command=' '.join(sys.argv))
     print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
@@ -273,6 +274,7 @@ def main():
     ap.add_argument('--long', type=int, default=0, help='vocab: long prompts too (the first N)')
     ap.add_argument('--work', default='/tmp/bw')
     ap.add_argument('--drafter', default='.devsite/drafters_s19/drafters_back/stage2')
+    ap.add_argument('--trained-by', default='', help='probe: the run that trained --drafter (default: the committed A4 run, drafter_training_gpu.json)')
     ap.add_argument('--extra', default='.devsite/extra/prompts_extra.json')
     ap.add_argument('--unseen-from', type=int, default=8192, help='first extra row no run trained on (session 19 used rows 0..4095)')
     ap.add_argument('-n', type=int, default=6, help='prompts per set')
