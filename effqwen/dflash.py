@@ -653,7 +653,8 @@ def block_accuracy(drafter:DFlashDrafter,
         q = n_anchors * bs; batch_size = max(1, min(8, score_budget // (drafter.cfg.num_attention_heads * q * (input_ids.shape[1] + q))))
     was = drafter.training; drafter.eval()
     for i in range(0, len(input_ids), batch_size):
-        ids, lm, f = input_ids[i:i + batch_size], loss_mask[i:i + batch_size].bool(), feats[i:i + batch_size]
+        ids, lm = input_ids[i:i + batch_size], loss_mask[i:i + batch_size].bool()
+        f = feats[i:i + batch_size].to(ids.device)                 # (features may be held in host memory)
         if not lm[:, :-1].any(): continue
         a, keep = sample_anchors(lm, n_anchors, g)
         B, N = a.shape

@@ -480,13 +480,14 @@ def int4_target_id(profile, desc:str, # the description `int4_target` returned
 def pack_features(target, input_ids:torch.Tensor, # (N, S) packed chunks
                   layer_ids:list[int], batch_size:int=4, progress:bool=True,
                   dtype:torch.dtype|None=None, # stored in this dtype (e.g. bf16: half the memory of a float32 target's); None: the target's
+                  device=None, # stored on this device (e.g. 'cpu': host memory, when the GPU cannot hold them); None: the target's
                  )->torch.Tensor:
     "Target features (N, S, k·H) of every chunk, computed once (the target is frozen), in batches."
     from tqdm.auto import tqdm
     out = None   # filled in place: concatenating the batches would hold every feature twice at the peak
     for i in tqdm(range(0, len(input_ids), batch_size), desc='target features', leave=False, disable=not progress):
         f = target_features(target, input_ids[i:i + batch_size], layer_ids)
-        if out is None: out = f.new_empty(len(input_ids), *f.shape[1:], dtype=dtype or f.dtype)
+        if out is None: out = f.new_empty(len(input_ids), *f.shape[1:], dtype=dtype or f.dtype, device=device or f.device)
         out[i:i + len(f)] = f
     return out
 

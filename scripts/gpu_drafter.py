@@ -226,6 +226,9 @@ if FEATURE_DTYPE not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEAT
 # a saved drafter stage 1 continues from (its weights and draft vocabulary; a fresh optimizer and schedule), so that
 # training spread over several GPU leases adds up; recorded in the result as `init`
 INIT_STAGE1 = os.environ.get('DRAFTER_INIT_STAGE1')
+# past FEATURE_GB on the GPU, up to this many GiB of a data set's precomputed features are held in host memory (each step
+# copies its batch's over: 4 x 4,096-token chunks are 76 MB in bf16), before a data set goes online
+FEATURE_HOST_GB = float(os.environ.get('DRAFTER_FEATURE_HOST_GB', '0'))
 # drafters that end on the weights of their held-out curve's lowest loss (`train_drafter(keep_best=True)`, early stopping),
 # e.g. DRAFTER_KEEP_BEST=stage2: session 31's stage 2 overfit its ~6K INT4 answers (drafter_e2e_resume_gpu.json's held_curve)
 KEEP_BEST = tuple(k for k in os.environ.get('DRAFTER_KEEP_BEST', '').split(',') if k)
@@ -283,7 +286,8 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     info, data, feat_gb = {}, {}, 0.0
     fdt = torch.bfloat16 if FEATURE_DTYPE == 'bfloat16' else None
-    feats_of = lambda model, x: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False, dtype=fdt)
+    feats_of = lambda model, x, dev=None: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False, dtype=fdt, device=dev)
+    host_gb = 0.0
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         if name not in {DATA_OF[k] for k in drafters}: continue
@@ -311,15 +315,19 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         # (4,096-token chunks take 38 MB each in float32) each training step computes its own batch's (`train_drafter`
         # with the target: one target forward a step)
         fgb = feature_gb(int(tr.sum()), ids.shape[1], len(cfg.target_layer_ids) * cfg.hidden_size, 2 if fdt is not None or not fp32 else 4)
-        online = feat_gb + fgb > FEATURE_GB
-        if not online: feat_gb += fgb
-        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(model, ids[tr]), held=(ids[ho], feats_of(model, ids[ho]), lm[ho]),
+        where = 'gpu' if feat_gb + fgb <= FEATURE_GB else 'host' if host_gb + fgb <= FEATURE_HOST_GB else 'online'
+        if where == 'gpu': feat_gb += fgb
+        if where == 'host': host_gb += fgb
+        online = where == 'online'
+        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(model, ids[tr], 'cpu' if where == 'host' else None),
+                          held=(ids[ho], feats_of(model, ids[ho]), lm[ho]),
                           model=model)
         plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
                           response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
-                          features='online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"})', features_gb=round(fgb, 2))
+                          features='online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"}, {"host memory" if where == "host" else "GPU"})',
+                          features_gb=round(fgb, 2))
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
                                                used=max(0, len(conv['prompt']) - pr['n_bundle_train']))
