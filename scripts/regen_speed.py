@@ -7,6 +7,8 @@ second decide how much it can train on.
     WORK=/tmp/xfer ...   # on the device, after `gpu_drafter.py assemble --work $WORK`: the bundle's converted SmolLM2 and its
                          # training prompts (the SmolLM2 and prompt data packages are not installed there)
     DEV=cpu python3 scripts/regen_speed.py 4 16                               # a dry run on a CPU (no result written)
+    LONG=<prompts_extra.json> ...   # the extra file's long-context prompts (ids extra/long/...) instead: the batch the regen
+                                    # stage is slowest on (-> data/results/regen_speed_<gpu>_long.json)
     python3 scripts/regen_speed.py render                                    # -> data/tables/regen_speed.md
 
 Answers / s counts each row's tokens up to and including its eos. Token agreement: bf16 rounding differs between the
@@ -39,6 +41,9 @@ def run(batch: int, max_new: int):
     else:
         model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
         prompts = list(train_prompts(batch)['prompt'])
+    if long := os.environ.get('LONG'):   # the long-context prompts of an extra file (device_bundle.py --long)
+        prompts = [r['prompt'] for r in json.loads(Path(long).read_text())['train'] if str(r.get('id', '')).startswith('extra/long')][:batch]
+        if not prompts: raise ValueError(f'LONG={long}: no extra/long prompts in that file (device_bundle.py --long writes them)')
     qs = [chat_prompt(tok, p) for p in prompts]
     tok.padding_side = 'left'
     enc = tok(qs, return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
@@ -65,9 +70,10 @@ def run(batch: int, max_new: int):
     if not cuda: print('dry run on the CPU: no result written'); return
     if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']   # the result under $OUT (effqwen.core.out_root)
     gpu = torch.cuda.get_device_name().split()[-1].lower()
-    p = write_result(f'regen_speed_{gpu}', dict(batch=batch, max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
+    p = write_result(f"regen_speed_{gpu}{'_long' if long else ''}", dict(batch=len(prompts), max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
                                                 padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
-                                                prompts='the bundle\'s training prompts' if os.environ.get('WORK') else 'effqwen.assets.train_prompts',
+                                                prompts=(f'the long-context prompts of {Path(long).name}' if long else
+                                                         'the bundle\'s training prompts' if os.environ.get('WORK') else 'effqwen.assets.train_prompts'),
                                                 speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
                                                      'answer tokens up to each row\'s eos'), 'gpu', device='cuda')
@@ -84,7 +90,7 @@ def render():
         for k, r in d['runs'].items():
             lines.append(f"| {d['provenance']['device']} | {d['batch']} × {d['max_new_tokens']} | {k} | {r['seconds']:.2f} | {r['tokens_per_s']:,.0f} | "
                          f"{g / r['seconds']:.2f}× | {d['agreement']['same_rows']:.0%} | {r['peak_gb']:.1f} |")
-        lines += ['', d['note'] + f"; graph replay equals the eager loop: {d['agreement']['graph_equals_eager']}; mean share of each answer "
+        lines += ['', f"Prompts: {d.get('prompts', '?')}, padded to {d['padded_prompt_len']:,} tokens. " + d['note'] + f"; graph replay equals the eager loop: {d['agreement']['graph_equals_eager']}; mean share of each answer "
                   f"before the paths part: {d['agreement']['mean_prefix_share']:.0%}.", '', provenance_line(d)]
     print(write_table('regen_speed', '\n'.join(lines) + '\n', 'gpu'))
 
