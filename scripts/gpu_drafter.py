@@ -1041,7 +1041,7 @@ def _train_line(tr: dict|None) -> str:
     "A caption's sentence on the training record a `record-e2e` result carries (none: '')."
     if not tr: return ''
     init = (tr.get('init') or {}).get('stage1')
-    steps = ', '.join(f"{k} {n:,}" + (f" (after {init['trained_by']['steps']:,} of an earlier lease's, session {init['trained_by']['session']})"
+    steps = ', '.join(f"{k} {n:,}" + (f" (after {init['trained_by']['steps']:,} steps in earlier leases, the last in session {init['trained_by']['session']})"
                                       if k == 'stage1' and init and init.get('trained_by') else '') for k, n in tr['steps'].items())
     data = '; '.join(f"{k}: {v['conversations']:,} answers, {v['chunks']:,} chunks of {tr['sizes']['pack_len']:,} tokens, {v.get('prompts_over_2048_tokens', 0):,} prompts over 2,048 tokens"
                      for k, v in tr['data'].items())
