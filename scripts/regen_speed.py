@@ -33,17 +33,17 @@ def run(batch: int, max_new: int):
     from effqwen.regen import static_greedy
     dev = os.environ.get('DEV', 'cuda'); cuda = dev == 'cuda'
     sync = torch.cuda.synchronize if cuda else (lambda: None)
-    if work := os.environ.get('WORK'):   # on the device: the bundle's model and prompts (`gpu_drafter.py assemble`; no data packages there)
+    work, long = os.environ.get('WORK'), os.environ.get('LONG')
+    if work:   # on the device: the bundle's model and prompts (`gpu_drafter.py assemble`; no data packages there)
         from transformers import AutoModelForCausalLM, AutoTokenizer
         model = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.bfloat16 if cuda else torch.float32).to(dev).eval()
         tok = AutoTokenizer.from_pretrained(f'{work}/smollm2')
-        prompts = [x['prompt'] for x in json.loads(Path(f'{work}/bundle/prompts.json').read_text())['train'][:batch]]
-    else:
-        model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
-        prompts = list(train_prompts(batch)['prompt'])
-    if long := os.environ.get('LONG'):   # the long-context prompts of an extra file (device_bundle.py --long)
+    else: model, tok = load_target('smollm2', device=dev, dtype='bfloat16' if cuda else 'float32')
+    if long:   # the long-context prompts of an extra file (device_bundle.py --long)
         prompts = [r['prompt'] for r in json.loads(Path(long).read_text())['train'] if str(r.get('id', '')).startswith('extra/long')][:batch]
         if not prompts: raise ValueError(f'LONG={long}: no extra/long prompts in that file (device_bundle.py --long writes them)')
+    elif work: prompts = [x['prompt'] for x in json.loads(Path(f'{work}/bundle/prompts.json').read_text())['train'][:batch]]
+    else: prompts = list(train_prompts(batch)['prompt'])
     qs = [chat_prompt(tok, p) for p in prompts]
     tok.padding_side = 'left'
     enc = tok(qs, return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
@@ -73,7 +73,7 @@ def run(batch: int, max_new: int):
     p = write_result(f"regen_speed_{gpu}{'_long' if long else ''}", dict(batch=len(prompts), max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
                                                 padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
                                                 prompts=(f'the long-context prompts of {Path(long).name}' if long else
-                                                         'the bundle\'s training prompts' if os.environ.get('WORK') else 'effqwen.assets.train_prompts'),
+                                                         'the bundle\'s training prompts' if work else 'effqwen.assets.train_prompts'),
                                                 speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
                                                      'answer tokens up to each row\'s eos'), 'gpu', device='cuda')
