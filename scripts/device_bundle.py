@@ -61,7 +61,9 @@ def main():
     ap.add_argument('--long-keep', type=int, default=0, help='--long: rows of --extra-from kept first, in place (answered by an earlier run)')
     ap.add_argument('--long-tokens', type=int, default=3584, help='--long: tokens per long prompt (answer + prompt within a 4096 chunk)')
     ap.add_argument('--long-span', type=int, default=0, help='--long: mix the long prompts into this many rows after the kept ones (0: all)')
+    ap.add_argument('--resplit', default='', help='re-cut the bundle in this folder into parts of --part-mb MB under --out (same tar, new manifest)')
     a = ap.parse_args()
+    if a.resplit: return resplit(Path(a.resplit), Path(a.out), a.part_mb)
     if a.extra and (a.reason or a.grow or a.long): raise ValueError('--extra and --reason / --grow / --long write different files: pass one of them')
     if a.long: return long_prompts(a.long, a.long_keep, a.long_tokens, Path(a.extra_from), Path(a.out), a.long_span)
     if a.grow: return grow_prompts(a.grow, a.reason, Path(a.extra_from), Path(a.pool), a.pool_start, Path(a.out))
@@ -247,6 +249,22 @@ def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> di
         (d/'part').write_bytes(blob[i:i + step]); parts.append(dict(dir=str(d), bytes=len(blob[i:i + step]), sha256=sha(blob[i:i + step])))
     man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=parts, **extra)
     (out/'manifest.json').write_text(json.dumps(man, indent=1))
+    return man
+
+def resplit(src: Path, out: Path, part_mb: float) -> dict:
+    """The bundle in `src` (its parts and manifest) cut again into parts of at most `part_mb` MB under `out`: the same tar
+    (checked against the manifest's sha256), each new part listed with its sha256. For when the working tree a device call
+    carries beside a part has grown (session 32: 58 MB parts + the 9.1 MB tree passed 64 MiB)."""
+    if out.resolve() == src.resolve(): raise ValueError(f'--out {out} is --resplit {src}: write the new parts elsewhere')
+    man = json.loads((src/'manifest.json').read_text())
+    blob = b''.join((src/f'p{i}'/'part').read_bytes() for i in range(1, len(man['parts']) + 1))
+    if sha(blob) != man['tar_sha256']: raise ValueError(f'{src}: the parts do not join into the manifest\'s tar (sha256): rebuild the bundle')
+    out.mkdir(parents=True, exist_ok=True); step = int(part_mb * 1e6); parts = []
+    for i in range(0, len(blob), step):
+        d = out/f'p{len(parts) + 1}'; d.mkdir(parents=True, exist_ok=True); b = blob[i:i + step]
+        (d/'part').write_bytes(b); parts.append(dict(dir=str(d), bytes=len(b), sha256=sha(b)))
+    man = dict(man, parts=parts); (out/'manifest.json').write_text(json.dumps(man, indent=1))
+    print(f'{len(parts)} parts of at most {part_mb} MB -> {out}')
     return man
 
 if __name__ == '__main__': main()
