@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_regen.ipynb #12e6821c
 from __future__ import annotations
-import hashlib, json, logging, os
+import contextlib, hashlib, json, logging, os
 from pathlib import Path
 import torch
 from tqdm.auto import tqdm
@@ -12,9 +12,11 @@ from .core import cache_dir
 from .model import chat_prompt
 
 log = logging.getLogger('effqwen.regen')
+GQA_ATTENTION = 'effqwen_gqa'   # the name `gqa_decode_attention` is registered under with transformers (below)
 
 # %% auto #0
-__all__ = ['log', 'generate_texts', 'static_greedy', 'regenerate', 'tokenize_conversation', 'pack']
+__all__ = ['log', 'GQA_ATTENTION', 'generate_texts', 'static_greedy', 'gqa_decode_attention', 'gqa_attention', 'regenerate',
+           'tokenize_conversation', 'pack']
 
 # %% ../nbs/03_regen.ipynb #d85e216e
 @torch.no_grad()
@@ -22,10 +24,12 @@ def generate_texts(model, tokenizer, prompts:list[str], # already-templated prom
                    max_new_tokens:int=128, temperature:float=0.0, batch_size:int=16, seed:int=0,
                    desc:str='generate',
                    static:bool|None=None, # greedy on a static cache (`static_greedy`); default: env EFFQWEN_REGEN_STATIC=1
+                   gqa:bool|None=None, # decode steps on `gqa_decode_attention` (`gqa_attention`); default: env EFFQWEN_REGEN_GQA=1
                   )->list[str]:
     "Generate one completion per prompt (batched, left-padded); returns the decoded new text."
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
     static = os.environ.get('EFFQWEN_REGEN_STATIC', '0') == '1' if static is None else static
+    gqa = os.environ.get('EFFQWEN_REGEN_GQA', '0') == '1' if gqa is None else gqa
     if static and temperature > 0: raise ValueError(f'static=True decodes greedily: temperature={temperature} needs static=False')
     tokenizer.padding_side = 'left'
     dev, out = next(model.parameters()).device, []
@@ -34,11 +38,12 @@ def generate_texts(model, tokenizer, prompts:list[str], # already-templated prom
     if temperature > 0: gen |= dict(temperature=temperature, top_p=1.0, top_k=0)
     else: gen |= dict(temperature=None, top_p=None, top_k=None)
     torch.manual_seed(seed)
-    for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
-        enc = tokenizer(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
-        ids = (static_greedy(model, enc.input_ids, enc.attention_mask, max_new_tokens, tokenizer.eos_token_id, tokenizer.pad_token_id)
-               if static else model.generate(**enc, **gen)[:, enc.input_ids.shape[1]:])
-        out += tokenizer.batch_decode(ids, skip_special_tokens=True)
+    with (gqa_attention(model) if gqa else contextlib.nullcontext()):
+        for i in tqdm(range(0, len(prompts), batch_size), desc=desc, leave=False):
+            enc = tokenizer(prompts[i:i + batch_size], return_tensors='pt', padding=True, add_special_tokens=False).to(dev)
+            ids = (static_greedy(model, enc.input_ids, enc.attention_mask, max_new_tokens, tokenizer.eos_token_id, tokenizer.pad_token_id)
+                   if static else model.generate(**enc, **gen)[:, enc.input_ids.shape[1]:])
+            out += tokenizer.batch_decode(ids, skip_special_tokens=True)
     return out
 
 # %% ../nbs/03_regen.ipynb #68120fd9
@@ -60,7 +65,7 @@ def static_greedy(model, input_ids:torch.Tensor, attention_mask:torch.Tensor, # 
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
     if attention_mask.shape != input_ids.shape: raise ValueError(f'attention_mask {tuple(attention_mask.shape)} must match input_ids {tuple(input_ids.shape)}')
     impl = model.config._attn_implementation
-    if impl not in ('sdpa', 'eager'): raise ValueError(f'static_greedy builds 4D masks for sdpa / eager attention, not {impl!r}')
+    if impl not in ('sdpa', 'eager', GQA_ATTENTION): raise ValueError(f'static_greedy builds 4D masks for sdpa / eager / {GQA_ATTENTION} attention, not {impl!r}')
     dt = next(model.parameters()).dtype
     as4 = (lambda m: m) if impl == 'sdpa' else (lambda m: torch.zeros(m.shape, dtype=dt, device=m.device).masked_fill(~m, torch.finfo(dt).min))
     B, P = input_ids.shape; dev = input_ids.device
@@ -101,6 +106,40 @@ def static_greedy(model, input_ids:torch.Tensor, attention_mask:torch.Tensor, # 
         else: tok = step()
         pos += 1
     return out
+
+
+# %% ../nbs/03_regen.ipynb #f6c00b71
+def gqa_decode_attention(module, query:torch.Tensor, # (B, H, Tq, d)
+                         key:torch.Tensor, value:torch.Tensor, # (B, KV, L, d), KV dividing H
+                         attention_mask:torch.Tensor|None, # bool or additive, broadcastable to (B, 1, Tq, L)
+                         dropout:float=0.0, scaling:float|None=None, **kwargs):
+    "transformers attention function: one-token queries attend per key/value head without repeating it; else `sdpa`."
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+    B, H, Tq, d = query.shape; KV, L = key.shape[1], key.shape[2]
+    if Tq != 1 or KV == H or dropout or kwargs.get('output_attentions'):
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
+    if H % KV: raise ValueError(f'{H} query heads do not split into {KV} key/value heads')
+    s = torch.matmul(query.reshape(B, KV, H // KV, d), key.transpose(-1, -2)).float() * (d ** -0.5 if scaling is None else scaling)
+    if attention_mask is not None:                                   # (B or 1, 1, 1, L): broadcasts over (B, KV, G, L)
+        if attention_mask.shape[-1] != L: raise ValueError(f'attention mask over {attention_mask.shape[-1]} keys, cache holds {L}')
+        s = s.masked_fill(~attention_mask, float('-inf')) if attention_mask.dtype == torch.bool else s + attention_mask.float()
+    o = torch.matmul(torch.softmax(s, -1).to(value.dtype), value)   # (B, KV, G, d)
+    return o.reshape(B, 1, H, d), None                               # (B, Tq, H, d), as transformers' functions return
+
+def _register_gqa():
+    from transformers import AttentionInterface
+    from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+    AttentionInterface.register(GQA_ATTENTION, gqa_decode_attention)
+    AttentionMaskInterface.register(GQA_ATTENTION, sdpa_mask)
+
+class gqa_attention:
+    "`with gqa_attention(model):` the model's attention runs `gqa_decode_attention`; its own implementation again after."
+    def __init__(self, model): self.model = model
+    def __enter__(self):
+        self.prev = self.model.config._attn_implementation
+        if self.prev not in ('sdpa', 'eager', GQA_ATTENTION): raise ValueError(f'gqa_attention replaces sdpa or eager attention, not {self.prev!r}')
+        _register_gqa(); self.model.set_attn_implementation(GQA_ATTENTION); return self.model
+    def __exit__(self, *exc): self.model.set_attn_implementation(self.prev)
 
 
 # %% ../nbs/03_regen.ipynb #569faf48

@@ -1,6 +1,7 @@
 """How fast the drafter's training answers can be regenerated on a GPU: `model.generate` (a growing DynamicCache) against
-`effqwen.regen.static_greedy` (static KV cache, decode step replayed from a CUDA graph), on the same batch of SmolLM2
-chat prompts (greedy, bf16), in one run. The drafter is short of data (drafter_capacity_gpu.json), so answers per GPU
+`effqwen.regen.static_greedy` (static KV cache, decode step replayed from a CUDA graph), each also with its decode steps
+on `effqwen.regen.gqa_decode_attention` (`_gqa`: key/value heads read once, not repeated per query head), on the same
+batch of SmolLM2 chat prompts (greedy, bf16), in one run. The drafter is short of data (drafter_capacity_gpu.json), so answers per GPU
 second decide how much it can train on.
 
     PYTHONPATH=. OUT=$OUT python3 scripts/regen_speed.py [BATCH] [MAX_NEW]   # -> data/results/regen_speed_<gpu>.json
@@ -12,8 +13,8 @@ second decide how much it can train on.
     python3 scripts/regen_speed.py render                                    # -> data/tables/regen_speed.md
 
 Answers / s counts each row's tokens up to and including its eos. Token agreement: bf16 rounding differs between the
-two paths (other attention lengths and kernels), so rows may part at a near-tie; the result gives the share of rows
-with the same answer and the mean share of each answer's tokens before the first difference.
+paths (other attention lengths and kernels), so rows may part at a near-tie; the result gives, for each path against
+`generate`, the share of rows with the same answer and the mean share of each answer's tokens before the first difference.
 """
 import json, os, sys, time
 from pathlib import Path
@@ -51,8 +52,14 @@ def run(batch: int, max_new: int):
     def hf():
         return model.generate(**enc, max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=pad,
                               temperature=None, top_p=None, top_k=None)[:, enc.input_ids.shape[1]:]
-    runs = {'generate': hf, 'static_greedy': lambda: static_greedy(model, enc.input_ids, enc.attention_mask, max_new, eos, pad),
-            'static_greedy_eager': lambda: static_greedy(model, enc.input_ids, enc.attention_mask, max_new, eos, pad, graphs=False)}
+    from effqwen.regen import gqa_attention
+    def gqa(fn):
+        def run():
+            with gqa_attention(model): return fn()
+        return run
+    sg = lambda graphs=None: (lambda: static_greedy(model, enc.input_ids, enc.attention_mask, max_new, eos, pad, graphs=graphs))
+    runs = {'generate': hf, 'static_greedy': sg(), 'generate_gqa': gqa(hf), 'static_greedy_gqa': gqa(sg()),
+            'static_greedy_gqa_eager': gqa(sg(False))}
     res, outs = {}, {}
     for name, fn in runs.items():
         fn(); sync()                               # warm-up (kernels, the graph's first recording)
@@ -60,23 +67,25 @@ def run(batch: int, max_new: int):
         n = int(_lengths(o, eos).sum()); outs[name] = o
         res[name] = dict(seconds=s, answer_tokens=n, tokens_per_s=n / s, steps=o.shape[1], peak_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None)
         print(name, res[name], flush=True)
-    a, b = outs['generate'], outs['static_greedy']
-    w = min(a.shape[1], b.shape[1]); a, b = a[:, :w], b[:, :w]
-    same_rows = float((a == b).all(1).float().mean())
-    first = _first(a != b).float()
-    agree = dict(same_rows=same_rows, mean_prefix_share=float((first / _lengths(outs['generate'][:, :w], eos).clamp(min=1).float()).clamp(max=1).mean()),
-                 graph_equals_eager=bool(torch.equal(outs['static_greedy'], outs['static_greedy_eager'])))
-    print(agree, flush=True)
+    def agree(a, b):
+        "rows with the same answer on both paths, and the mean share of each answer before they part"
+        w = min(a.shape[1], b.shape[1]); a, b = a[:, :w], b[:, :w]
+        return dict(same_rows=float((a == b).all(1).float().mean()),
+                    mean_prefix_share=float((_first(a != b).float() / _lengths(a, eos).clamp(min=1).float()).clamp(max=1).mean()))
+    agreement = {k: agree(outs['generate'], o) for k, o in outs.items() if k != 'generate'}
+    agreement['gqa_graph_equals_eager'] = bool(torch.equal(outs['static_greedy_gqa'], outs['static_greedy_gqa_eager']))
+    print(agreement, flush=True)
     if not cuda: print('dry run on the CPU: no result written'); return
     if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']   # the result under $OUT (effqwen.core.out_root)
     gpu = torch.cuda.get_device_name().split()[-1].lower()
     p = write_result(f"regen_speed_{gpu}{'_long' if long else ''}", dict(batch=len(prompts), max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
-                                                padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agree,
+                                                padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agreement,
                                                 prompts=(f'the long-context prompts of {Path(long).name}' if long else
                                                          'the bundle\'s training prompts' if work else 'effqwen.assets.train_prompts'),
-                                                speedup=res['generate']['seconds'] / res['static_greedy']['seconds'],
+                                                speedup={k: res['generate']['seconds'] / r['seconds'] for k, r in res.items() if k != 'generate'},
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
-                                                     'answer tokens up to each row\'s eos'), 'gpu', device='cuda')
+                                                     'answer tokens up to each row\'s eos; agreement: each path against generate; '
+                                                     '_gqa: decode steps on effqwen.regen.gqa_decode_attention'), 'gpu', device='cuda')
     print(p)
 
 def render():
@@ -86,12 +95,14 @@ def render():
     lines = ['### Regenerating answers: `generate` vs the static-cache CUDA-graph loop', '',
              '| GPU | batch × new tokens | path | s | answer tokens / s | speedup | same answers | peak GB |', '|---|---|---|---|---|---|---|---|']
     for f in docs:
-        d = json.loads(f.read_text()); g = d['runs']['generate']['seconds']
+        d = json.loads(f.read_text()); g = d['runs']['generate']['seconds']; ag = d['agreement']
         for k, r in d['runs'].items():
+            same = '' if k == 'generate' else f"{ag[k]['same_rows']:.0%}" if k in ag else f"{ag['same_rows']:.0%}" if k == 'static_greedy' else ''
             lines.append(f"| {d['provenance']['device']} | {d['batch']} × {d['max_new_tokens']} | {k} | {r['seconds']:.2f} | {r['tokens_per_s']:,.0f} | "
-                         f"{g / r['seconds']:.2f}× | {d['agreement']['same_rows']:.0%} | {r['peak_gb']:.1f} |")
-        lines += ['', f"Prompts: {d.get('prompts', '?')}, padded to {d['padded_prompt_len']:,} tokens. " + d['note'] + f"; graph replay equals the eager loop: {d['agreement']['graph_equals_eager']}; mean share of each answer "
-                  f"before the paths part: {d['agreement']['mean_prefix_share']:.0%}.", '', provenance_line(d)]
+                         f"{g / r['seconds']:.2f}× | {same} | {r['peak_gb']:.1f} |")
+        eq = ag.get('gqa_graph_equals_eager', ag.get('graph_equals_eager'))
+        lines += ['', f"Prompts: {d.get('prompts', '?')}, padded to {d['padded_prompt_len']:,} tokens. " + d['note'] + f"; graph replay equals the eager loop: {eq}. "
+                  "Same answers: the share of rows whose answer equals `generate`'s.", '', provenance_line(d)]
     print(write_table('regen_speed', '\n'.join(lines) + '\n', 'gpu'))
 
 if __name__ == '__main__':

@@ -1,0 +1,36 @@
+"""Where a batched greedy decode step of SmolLM2 spends its GPU time (torch.profiler, one HF decode step at a batch of
+answers-in-progress): the regen stage runs far under the GPU's compute and bandwidth (regen_speed_h200.json: ~55 ms a step
+at batch 512), so the kernels of one step say what to fix.
+
+    WORK=/tmp/xfer PYTHONPATH=. python3 scripts/regen_profile.py [BATCH] [CTX]
+"""
+import os, sys, time, json
+from pathlib import Path
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import torch
+
+def main(batch=512, ctx=400):
+    from transformers import AutoModelForCausalLM, DynamicCache
+    work = os.environ.get('WORK', '/tmp/xfer'); dev = 'cuda'
+    impl = os.environ.get('ATTN', 'sdpa')
+    m = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.bfloat16, attn_implementation=impl).to(dev).eval()
+    print('attn', m.config._attn_implementation, 'dtype', next(m.parameters()).dtype, flush=True)
+    ids = torch.randint(100, 40000, (batch, ctx), device=dev)
+    am = torch.ones(batch, ctx, dtype=torch.long, device=dev); am[: batch // 2, : ctx // 4] = 0   # some left padding, as in regen
+    with torch.no_grad():
+        out = m(input_ids=ids, attention_mask=am, use_cache=True)
+        pkv = out.past_key_values; nxt = out.logits[:, -1].argmax(-1)[:, None]
+        am2 = torch.cat([am, torch.ones(batch, 1, dtype=am.dtype, device=dev)], 1)
+        def step():
+            return m(input_ids=nxt, attention_mask=am2, past_key_values=pkv, use_cache=True, position_ids=am2.sum(-1, keepdim=True) - 1)
+        for _ in range(3): step(); [l.lazy_initialization if False else None for l in []]
+        torch.cuda.synchronize(); t = time.time()
+        for _ in range(5): step()
+        torch.cuda.synchronize(); print(f'step (cache grows 5 tokens): {(time.time() - t) / 5 * 1e3:.2f} ms', flush=True)
+        from torch.profiler import profile, ProfilerActivity
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            step(); torch.cuda.synchronize()
+        print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=18, max_name_column_width=70), flush=True)
+
+if __name__ == '__main__':
+    main(*(int(a) for a in sys.argv[1:3]))
