@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib, hashlib, json, logging, os
 from pathlib import Path
 import torch
+import torch.nn.functional as F
 from tqdm.auto import tqdm
 from .core import cache_dir
 from .model import chat_prompt
@@ -119,12 +120,10 @@ def gqa_decode_attention(module, query:torch.Tensor, # (B, H, Tq, d)
     if Tq != 1 or KV == H or dropout or kwargs.get('output_attentions'):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling, **kwargs)
     if H % KV: raise ValueError(f'{H} query heads do not split into {KV} key/value heads')
-    s = torch.matmul(query.reshape(B, KV, H // KV, d), key.transpose(-1, -2)).float() * (d ** -0.5 if scaling is None else scaling)
-    if attention_mask is not None:                                   # (B or 1, 1, 1, L): broadcasts over (B, KV, G, L)
-        if attention_mask.shape[-1] != L: raise ValueError(f'attention mask over {attention_mask.shape[-1]} keys, cache holds {L}')
-        s = s.masked_fill(~attention_mask, float('-inf')) if attention_mask.dtype == torch.bool else s + attention_mask.float()
-    o = torch.matmul(torch.softmax(s, -1).to(value.dtype), value)   # (B, KV, G, d)
-    return o.reshape(B, 1, H, d), None                               # (B, Tq, H, d), as transformers' functions return
+    if attention_mask is not None and attention_mask.shape[-1] != L: raise ValueError(f'attention mask over {attention_mask.shape[-1]} keys, cache holds {L}')
+    # the group's G query heads as G queries of one key/value head: the mask (B or 1, 1, 1, L) holds for each of them
+    o = F.scaled_dot_product_attention(query.reshape(B, KV, H // KV, d), key, value, attn_mask=attention_mask, scale=scaling)
+    return o.reshape(B, 1, H, d), None                               # (B, KV, G, d) -> (B, Tq, H, d), as transformers' functions return
 
 def _register_gqa():
     from transformers import AttentionInterface
