@@ -180,6 +180,20 @@ def regen_order(todo: list, length: dict, window: int) -> list:
     if window < 1: raise ValueError(f'window={window}: must be >= 1')
     return [i for w in range(0, len(todo), window) for i in sorted(todo[w:w + window], key=lambda i: -length[i])]
 
+def regen_runs(work: Path, name: str) -> list:
+    "The regen calls that answered `name`'s prompts so far (`record_regen_run`), oldest first; [] for answers saved before session 32."
+    f = work/f'regen_{name}_runs.json'
+    return json.loads(f.read_text()) if f.exists() else []
+
+def record_regen_run(work: Path, name: str, answered: int, seconds: float):
+    """Append one regen call to regen_<name>_runs.json (atomically; it travels in regen_data.tar.xz with the answers): when,
+    at which git sha, how many answers it added in how many seconds, and which decoding loop and attention made them
+    (EFFQWEN_REGEN_STATIC / EFFQWEN_REGEN_GQA), since a data set may mix the answers of several leases."""
+    from effqwen.core import git_sha
+    runs = regen_runs(work, name) + [dict(date=time.strftime('%Y-%m-%dT%H:%M:%S%z'), git_sha=git_sha(), answered=answered, seconds=round(seconds, 1),
+                                         static=os.environ.get('EFFQWEN_REGEN_STATIC', '0') == '1', gqa=os.environ.get('EFFQWEN_REGEN_GQA', '0') == '1')]
+    f = work/f'regen_{name}_runs.json'; tmp = f.with_suffix('.tmp'); tmp.write_text(json.dumps(runs, indent=1)); tmp.replace(f)
+
 def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('bf16', 'int4')):
     """Greedy answers of the BF16 and the INT4 target (bf16, the dtype speculative decoding serves) to the bundle's
     training prompts, in batches of similar prompt length; each finished batch is saved (atomically) under `work`, so
@@ -196,7 +210,7 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
     jobs = tuple(j for j in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)) if j[0] in only)
     t_models = time.time() - t_start
     for name, model, n in jobs:                                   # each target gets its share of the time (by prompt count)
-        done = load_answers(work, name, pr)
+        done = load_answers(work, name, pr); n_before = len(done)
         todo = [i for i in range(min(n, len(templ))) if str(i) not in done]   # prompts come shuffled (drafter_prompts)
         todo = regen_order(todo, {i: len(templ[i]) for i in todo}, 4 * batch)
         t = time.time(); per = None
@@ -213,6 +227,7 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
             log(f'{name}: {len(done)}/{n} conversations, batch {time.time() - tb:.1f} s')
         tf = work/f'regen_{name}_s.txt'                           # generation seconds, summed over regen calls
         tf.write_text(str((float(tf.read_text()) if tf.exists() else 0.0) + time.time() - t))
+        record_regen_run(work, name, len(done) - n_before, time.time() - t)
 
 # ------------------------------------------------------------------------------------------------------------ train
 DRAFTERS = ('stage1', 'stage2', 'direct')
@@ -325,7 +340,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
-                          response_tokens=int(lm.sum()), regen_s=t_regen, features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
+                          response_tokens=int(lm.sum()), regen_s=t_regen, regen_runs=regen_runs(work, name), features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
                           features='online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"}, {"host memory" if where == "host" else "GPU"})',
                           features_gb=round(fgb, 2))
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra

@@ -211,7 +211,7 @@ PY
     done > "$OUT/logs.txt"; cat "$OUT/logs.txt"
     T="$R/regen_data.tar.xz"   # (re)packed once GPU 1's regen is over, whenever the answers are newer than the last pack
     if [ -f "$W/regen_bf16.over" ] && [ -f "$W/regen_bf16_s.txt" ] && { [ ! -f "$T" ] || [ "$W/regen_bf16.json" -nt "$T" ] || [ "$W/regen_int4.json" -nt "$T" ]; }; then
-      tar -cJf "$R/regen_data.tar.xz" -C "$W" $(cd "$W" && ls regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt regen_*_keys.json 2>/dev/null); fi   # (CAPACITY: the BF16 answers alone)
+      tar -cJf "$R/regen_data.tar.xz" -C "$W" $(cd "$W" && ls regen_bf16.json regen_int4.json regen_bf16_s.txt regen_int4_s.txt regen_*_keys.json regen_*_runs.json 2>/dev/null); fi   # (CAPACITY: the BF16 answers alone)
     find "$R" -maxdepth 3 \( -name '*.json' -o -name '*.tar.xz' -o -name 'drafters.tar.part*' \) ! -name partial.json -exec cp {} "$OUT"/ \;
     ls -la "$OUT" ;;
   *) echo "unknown stage $1"; exit 2 ;;

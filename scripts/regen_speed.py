@@ -75,16 +75,25 @@ def run(batch: int, max_new: int):
     agreement = {k: agree(outs['generate'], o) for k, o in outs.items() if k != 'generate'}
     agreement['gqa_graph_equals_eager'] = bool(torch.equal(outs['static_greedy_gqa'], outs['static_greedy_gqa_eager']))
     print(agreement, flush=True)
+    # which bf16 path stays closer to the float32 model's greedy answers (its rounding, not the kernels', is the reference):
+    # agreement with bf16 `generate` alone cannot tell a less precise path from a differently rounded one
+    import copy
+    m32 = copy.deepcopy(model).float()
+    ref = m32.generate(**enc, max_new_tokens=max_new, do_sample=False, eos_token_id=eos, pad_token_id=pad, temperature=None, top_p=None,
+                       top_k=None)[:, enc.input_ids.shape[1]:]
+    del m32
+    agreement_fp32 = {k: agree(ref, o) for k, o in outs.items()}
+    print('against float32 generate:', agreement_fp32, flush=True)
     if not cuda: print('dry run on the CPU: no result written'); return
     if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']   # the result under $OUT (effqwen.core.out_root)
     gpu = torch.cuda.get_device_name().split()[-1].lower()
     p = write_result(f"regen_speed_{gpu}{'_long' if long else ''}", dict(batch=len(prompts), max_new_tokens=max_new, prompt_tokens=int(enc.attention_mask.sum()),
-                                                padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agreement,
+                                                padded_prompt_len=enc.input_ids.shape[1], runs=res, agreement=agreement, agreement_fp32=agreement_fp32,
                                                 prompts=(f'the long-context prompts of {Path(long).name}' if long else
                                                          'the bundle\'s training prompts' if work else 'effqwen.assets.train_prompts'),
                                                 speedup={k: res['generate']['seconds'] / r['seconds'] for k, r in res.items() if k != 'generate'},
                                                 note='SmolLM2-135M-Instruct bf16, greedy; one warm-up then one timed call per path; '
-                                                     'answer tokens up to each row\'s eos; agreement: each path against generate; '
+                                                     'answer tokens up to each row\'s eos; agreement: each path against generate; agreement_fp32: against the float32 model\'s generate; '
                                                      '_gqa: decode steps on effqwen.regen.gqa_decode_attention'), 'gpu', device='cuda')
     print(p)
 
@@ -92,17 +101,19 @@ def render():
     from effqwen.core import write_table, provenance_line
     docs = sorted(Path('data/results').glob('regen_speed_*.json'))
     if not docs: raise SystemExit('no data/results/regen_speed_*.json: run this script on a GPU first')
-    lines = ['### Regenerating answers: `generate` vs the static-cache CUDA-graph loop', '',
-             '| GPU | batch × new tokens | path | s | answer tokens / s | speedup | same answers | peak GB |', '|---|---|---|---|---|---|---|---|']
+    lines = ['### Regenerating answers: `generate` vs the static-cache CUDA-graph loop, each with and without grouped decode attention (`_gqa`)', '',
+             '| GPU | batch × new tokens | path | s | answer tokens / s | speedup | same answers | answer share before parting from float32 | peak GB |', '|---|---|---|---|---|---|---|---|---|']
     for f in docs:
         d = json.loads(f.read_text()); g = d['runs']['generate']['seconds']; ag = d['agreement']
         for k, r in d['runs'].items():
             same = '' if k == 'generate' else f"{ag[k]['same_rows']:.0%}" if k in ag else f"{ag['same_rows']:.0%}" if k == 'static_greedy' else ''
+            f32 = f"{d['agreement_fp32'][k]['mean_prefix_share']:.0%}" if 'agreement_fp32' in d else ''
             lines.append(f"| {d['provenance']['device']} | {d['batch']} × {d['max_new_tokens']} | {k} | {r['seconds']:.2f} | {r['tokens_per_s']:,.0f} | "
-                         f"{g / r['seconds']:.2f}× | {same} | {r['peak_gb']:.1f} |")
+                         f"{g / r['seconds']:.2f}× | {same} | {f32} | {r['peak_gb']:.1f} |")
         eq = ag.get('gqa_graph_equals_eager', ag.get('graph_equals_eager'))
         lines += ['', f"Prompts: {d.get('prompts', '?')}, padded to {d['padded_prompt_len']:,} tokens. " + d['note'] + f"; graph replay equals the eager loop: {eq}. "
-                  "Same answers: the share of rows whose answer equals `generate`'s.", '', provenance_line(d)]
+                  "Same answers: the share of rows whose answer equals `generate`'s." + ('' if 'agreement_fp32' in d else
+                  ' This run predates the float32 reference (no agreement with the float32 model measured).'), '', provenance_line(d)]
     print(write_table('regen_speed', '\n'.join(lines) + '\n', 'gpu'))
 
 if __name__ == '__main__':

@@ -110,3 +110,14 @@ def test_regen_check_and_record_e2e(tmp_path):
     assert doc['provenance'] == dict(git_sha='abc', note='the command') and doc['train']['steps'] == dict(stage1=2)
     assert doc['regen_check']['bf16_asked'] == 8 and doc['regen_answers']['sha256'] == G.sha(tar.read_bytes())
     with pytest.raises(ValueError, match='exists'): G.record_e2e(e2e, out, 'again', rec, tar, extra)
+
+def test_record_regen_run(tmp_path, monkeypatch):
+    "Each regen call appends its loop and attention to regen_<name>_runs.json; answers saved before it have none."
+    assert G.regen_runs(tmp_path, 'bf16') == []
+    monkeypatch.setenv('EFFQWEN_REGEN_STATIC', '1'); monkeypatch.setenv('EFFQWEN_REGEN_GQA', '1')
+    G.record_regen_run(tmp_path, 'bf16', 12, 3.04)
+    monkeypatch.setenv('EFFQWEN_REGEN_STATIC', '0'); monkeypatch.delenv('EFFQWEN_REGEN_GQA')
+    G.record_regen_run(tmp_path, 'bf16', 5, 1.0)
+    runs = G.regen_runs(tmp_path, 'bf16')
+    assert [(r['answered'], r['seconds'], r['static'], r['gqa']) for r in runs] == [(12, 3.0, True, True), (5, 1.0, False, False)]
+    assert G.regen_runs(tmp_path, 'int4') == [] and not list(tmp_path.glob('*.tmp'))
