@@ -208,14 +208,19 @@ def regen(work: Path, deadline_s: float, batch: int, only: tuple[str, ...] = ('b
     pr = load_prompts(work)
     templ = [chat_prompt(tok, x['prompt']) for x in pr['train']][:S.regen_prompts]
     jobs = tuple(j for j in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)) if j[0] in only)
-    t_models = time.time() - t_start
-    for name, model, n in jobs:                                   # each target gets its share of the time (by prompt count)
-        done = load_answers(work, name, pr); n_before = len(done)
+    plan = {}                                                     # what is left to answer, before any target's clock starts:
+    for name, _, n in jobs:                                       # (tokenizing 33K prompts one at a time took session 32's
+        done = load_answers(work, name, pr)                       # BF16 share of a 75 s deadline before its first batch)
         todo = [i for i in range(min(n, len(templ))) if str(i) not in done]   # prompts come shuffled (drafter_prompts)
         todo = regen_order(todo, {i: len(templ[i]) for i in todo}, 4 * batch)
+        ntok = dict(zip(todo, map(len, tok([templ[i] for i in todo], add_special_tokens=False).input_ids))) if todo else {}
+        plan[name] = (done, todo, ntok)
+    t_prep = time.time() - t_start
+    log(f'regen: models and prompts ready in {t_prep:.0f} s; to answer: ' + ', '.join(f'{k} {len(v[1])}' for k, v in plan.items()))
+    for name, model, n in jobs:                                   # each target gets its share of the time left (by prompt count)
+        done, todo, ntok = plan[name]; n_before = len(done)
         t = time.time(); per = None
-        until = time.time() + (deadline_s - t_models) * n / sum(j[2] for j in jobs) if name != jobs[-1][0] else t_start + deadline_s
-        ntok = {i: len(tok(templ[i], add_special_tokens=False).input_ids) for i in todo}
+        until = time.time() + (deadline_s - t_prep) * n / sum(j[2] for j in jobs) if name != jobs[-1][0] else t_start + deadline_s
         for idx in token_batches(todo, ntok, batch, REGEN_TOKENS, S.regen_max_new):
             left = until - time.time()
             if left < (1.1 * per if per else 0) + 10: log(f'{name}: deadline, {len(done)}/{n} done'); break
