@@ -251,6 +251,11 @@ INIT_STAGE1 = os.environ.get('DRAFTER_INIT_STAGE1')
 FEATURE_HOST_GB = float(os.environ.get('DRAFTER_FEATURE_HOST_GB', '0'))
 # drafters that end on the weights of their held-out curve's lowest loss (`train_drafter(keep_best=True)`, early stopping),
 # e.g. DRAFTER_KEEP_BEST=stage2: session 31's stage 2 overfit its ~6K INT4 answers (drafter_e2e_resume_gpu.json's held_curve)
+# the dtype of the target copy that computes the drafter's features (precomputed, online and held out): float32 (default:
+# the training targets' own precision) or bfloat16, what the serving engine hands the drafter; a float32 target's sdpa
+# attention over 4,096-token chunks ran at about 41K tokens a second in session 31 (`features_s`), scripts/feature_speed.py
+FEATURE_TARGET = os.environ.get('DRAFTER_FEATURE_TARGET', 'float32')
+if FEATURE_TARGET not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEATURE_TARGET={FEATURE_TARGET!r}: use float32 (default) or bfloat16')
 KEEP_BEST = tuple(k for k in os.environ.get('DRAFTER_KEEP_BEST', '').split(',') if k)
 if any(k not in ('stage1', 'stage2', 'direct') for k in KEEP_BEST): raise ValueError(f'DRAFTER_KEEP_BEST={KEEP_BEST}: name drafters among stage1, stage2, direct')
 
@@ -309,6 +314,9 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     feats_of = lambda model, x, dev=None: pack_features(model, x, list(cfg.target_layer_ids), batch_size=16, progress=False, dtype=fdt, device=dev)
     host_gb = 0.0
     cfg = DFlashConfig.for_target(bf16, mask_token_id=mask_token_for(tok), num_hidden_layers=S.layers, block_size=S.block, n_taps=S.taps)
+    # the targets that compute features: the training targets, or bf16 copies of them (DRAFTER_FEATURE_TARGET)
+    ftarget = dict(bf16=bf16, int4=int4) if FEATURE_TARGET == 'float32' or not fp32 else \
+              {k: copy.deepcopy(m).to(torch.bfloat16) for k, m in (('bf16', bf16), ('int4', int4))}
     for name, model, n in (('bf16', bf16, S.regen_prompts), ('int4', int4, S.int4_prompts)):
         if name not in {DATA_OF[k] for k in drafters}: continue
         t = time.time()
@@ -339,14 +347,19 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         if where == 'gpu': feat_gb += fgb
         if where == 'host': host_gb += fgb
         online = where == 'online'
-        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(model, ids[tr], 'cpu' if where == 'host' else None),
-                          held=(ids[ho], feats_of(model, ids[ho]), lm[ho]),
-                          model=model)
+        fm = ftarget[name]; t_f = time.time()
+        data[name] = dict(ids=ids[tr], loss_mask=lm[tr], feats=None if online else feats_of(fm, ids[tr], 'cpu' if where == 'host' else None),
+                          held=(ids[ho], feats_of(fm, ids[ho]), lm[ho]),
+                          model=fm)
+        if DEV == 'cuda': torch.cuda.synchronize()
+        t_f = time.time() - t_f
         plen = [len(x) for x in tok(conv['prompt'], add_special_tokens=False).input_ids]   # whether long prompts made it into the data
         info[name] = dict(conversations=len(conv['prompt']), asked=n, prompt_pool=S.prompt_pool, source=source, chunks=len(pk['input_ids']), tokens=int(pk['attention_mask'].sum()),
                           prompt_tokens_max=max(plen, default=0), prompts_over_2048_tokens=sum(x > 2048 for x in plen),
                           response_tokens=int(lm.sum()), regen_s=t_regen, regen_runs=regen_runs(work, name), features_s=time.time() - t, held_out=f'{HELD} {nh} chunks',
-                          features='online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"}, {"host memory" if where == "host" else "GPU"})',
+                          features=('online (each step computes its batch\'s)' if online else f'precomputed ({FEATURE_DTYPE if fp32 else "bfloat16"}, {"host memory" if where == "host" else "GPU"})')
+                                   + f', from the {str(next(fm.parameters()).dtype).replace("torch.", "")} target',
+                          features_compute_s=round(t_f, 1),
                           features_gb=round(fgb, 2))
         if x := os.environ.get('EXTRA_PROMPTS'):                  # prompts past the bundle's own: device_bundle.py --extra
             info[name]['extra_prompts'] = dict(file=Path(x).name, sha256=Path(x).with_suffix('.sha256').read_text().split()[0],
