@@ -28,6 +28,13 @@ the mixed pool file `--pool` that no run used yet (from row `--pool-start`: the 
     python scripts/device_bundle.py --grow 12288 --reason 4096 --extra-from .devsite/extra_reason/prompts_extra.json \
         --pool .devsite/extra/prompts_extra.json --pool-start 4096 --out .devsite/extra_grow
 
+`--grow-keep K` keeps only the first K rows of `--extra-from` in place (the ones a run answered) and shuffles its
+others in among the new rows, so a regeneration cut short answers a mix. Session 32's file (BF16 answers reach extra row
+8,191): every row of extra_long, the 28,672 past row 8,191 shuffled with 8,192 new reasoning-gym word problems:
+
+    python scripts/device_bundle.py --grow 8192 --reason 8192 --grow-keep 8192 --extra-from .devsite/extra_long/prompts_extra.json \
+        --pool .devsite/extra/prompts_extra.json --pool-start 0 --out .devsite/extra_grow
+
 Long prompts (`--long N`): the drafter trained on short conversations lost τ on the ~3.7K-token long benchmark (A4 /
 A6: 1.7 with full attention, 1.9 with a 1024 window, 2.4-2.6 on GSM8K / HumanEval). `--long N` writes the first
 `--long-keep` rows of `--extra-from` in place (rows an earlier run answered: answers are keyed by index), then its other
@@ -57,6 +64,7 @@ def main():
     ap.add_argument('--grow', type=int, default=0, help='write every row of --extra-from, then N new rows: --pool rows, then --reason reasoning prompts')
     ap.add_argument('--pool', default='.devsite/extra/prompts_extra.json', help='--grow: a mixed-pool extra file (--extra) to take unused rows from')
     ap.add_argument('--pool-start', type=int, default=4096, help='--grow: the first --pool row no run used')
+    ap.add_argument('--grow-keep', type=int, default=None, help='--grow: keep only this many rows of --extra-from in place; shuffle its others in among the new rows')
     ap.add_argument('--long', type=int, default=0, help='write the rows of --extra-from with this many long-context prompts mixed in')
     ap.add_argument('--long-keep', type=int, default=0, help='--long: rows of --extra-from kept first, in place (answered by an earlier run)')
     ap.add_argument('--long-tokens', type=int, default=3584, help='--long: tokens per long prompt (answer + prompt within a 4096 chunk)')
@@ -66,7 +74,7 @@ def main():
     if a.resplit: return resplit(Path(a.resplit), Path(a.out), a.part_mb)
     if a.extra and (a.reason or a.grow or a.long): raise ValueError('--extra and --reason / --grow / --long write different files: pass one of them')
     if a.long: return long_prompts(a.long, a.long_keep, a.long_tokens, Path(a.extra_from), Path(a.out), a.long_span)
-    if a.grow: return grow_prompts(a.grow, a.reason, Path(a.extra_from), Path(a.pool), a.pool_start, Path(a.out))
+    if a.grow: return grow_prompts(a.grow, a.reason, Path(a.extra_from), Path(a.pool), a.pool_start, Path(a.out), a.grow_keep)
     if a.extra: return extra_prompts(a.extra, Path(a.out))
     if a.reason: return reason_prompts(a.reason, a.keep, Path(a.extra_from), Path(a.out))
     from effqwen.core import get_profile
@@ -180,31 +188,36 @@ def reason_prompts(n: int, keep: int, src: Path, out: Path):
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
     print(f'{keep} kept + {len(rows)} reasoning prompts -> {out}/prompts_extra.json', kinds, skipped or '', sha(b))
 
-def grow_prompts(n: int, n_reason: int, src: Path, pool: Path, start: int, out: Path):
+def grow_prompts(n: int, n_reason: int, src: Path, pool: Path, start: int, out: Path, keep: int|None = None):
     """Every row of the extra file `src` (their answers stay valid: answers are keyed by index), then n new rows: the
     unused rows of the mixed-pool file `pool` from `start` on (n − n_reason of them), then n_reason reasoning-gym word
-    problems drawn with seed + 3; none among the bundle's prompts or any row before it."""
+    problems drawn with seed + 3; none among the bundle's prompts or any row before it. `keep`: only src's first `keep`
+    rows stay in place (the ones a run answered); its later rows are shuffled in among the new ones, so a regeneration
+    that stops early answers a mix of both (session 32: the rows after extra_long's answered 8,192 are 55% terse
+    reasoning-gym asks)."""
     import random
     from effqwen.core import get_profile
     from effqwen.drafter_opt import drafter_train_prompts
     if not 0 <= n_reason <= n: raise ValueError(f'--reason {n_reason} must lie in [0, --grow {n}]')
     p = get_profile('gpu'); seed = p.seed + 3
     b0, kept = _read_extra(src); bp, prow = _read_extra(pool)
+    if keep is not None and not 0 <= keep <= len(kept): raise ValueError(f'--grow-keep {keep}: {src} holds {len(kept)} rows')
     seen = set(drafter_train_prompts(p)['prompt']) | {r['prompt'] for r in kept}
+    kept, moved = (kept, []) if keep is None else (kept[:keep], kept[keep:])
     new = []
     for r in prow[start:]:
         if len(new) == n - n_reason: break
         if r['prompt'] not in seen: seen.add(r['prompt']); new.append(r)
     if len(new) < n - n_reason: raise ValueError(f'--pool {pool}: only {len(new)} unused rows from {start} on, {n - n_reason} asked: raise --reason')
     reason, skipped = _reason_rows(n_reason, seed, seen, 'reason_grow')
-    rows = new + reason; random.Random(seed).shuffle(rows)
+    rows = moved + new + reason; random.Random(seed).shuffle(rows)
     out.mkdir(parents=True, exist_ok=True)
-    b = json.dumps(dict(train=kept + rows, seed=seed, kept=dict(file=src.name, sha256=sha(b0), rows=len(kept)),
+    b = json.dumps(dict(train=kept + rows, seed=seed, kept=dict(file=src.name, sha256=sha(b0), rows=len(kept), moved=len(moved)),
                         pool=dict(file=pool.name, sha256=sha(bp), start=start, rows=len(new)), kinds=dict(pool=len(new), reason=len(reason)),
                         skipped=skipped, asks=REASON_ASKS,
                         excluded='the bundle training prompts (drafter_train_prompts(gpu)) and the kept rows; gsm_symbolic (GSM8K test templates)')).encode()
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
-    print(f'{len(kept)} kept + {len(new)} pool + {len(reason)} reasoning prompts -> {out}/prompts_extra.json', skipped or '', sha(b))
+    print(f'{len(kept)} kept + {len(moved)} moved + {len(new)} pool + {len(reason)} reasoning prompts -> {out}/prompts_extra.json', skipped or '', sha(b))
 
 def long_prompts(n: int, keep: int, tokens: int, src: Path, out: Path, span: int = 0):
     """The first `keep` rows of the extra file `src` in place, then its other rows with n train-split long-context
