@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# One drafter training lease on one nvidia-h200, in the call that follows the bundle's parts 1..3 (device_send.sh) and
+# the call that put the stage 1 to continue from at $INIT (default /tmp/init/stage1):
+#   scripts/drafter_lease.sh EXTRA_SEND_DIR ANSWERS_DIR     carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
+#                                                                  EXTRA_SEND_DIR, ANSWERS_DIR, .whl]
+# 1. part 4 and `device_send.sh finish` (wheels, extra prompts, answers, assemble);
+# 2. two probes (about 40 s; results under $OUT): scripts/feature_speed.py and scripts/train_step_profile.py;
+# 3. the feature plan from the probe: a bf16 feature target at >= MIN_TOKS tokens a second (default 400,000) computes the
+#    BF16 answers' features online each step (so every prompt of the pool can be answered and trained on); otherwise the
+#    float32 target, fewer BF16 prompts (32,768) and their features in host memory;
+# 4. `gpu_session.sh start` of SOLO=1 E2E=1 NO_EVAL=1 stage1,stage2 with answers regenerated on the static loop with
+#    grouped decode attention (regen_speed_h200.json), stage 1 continued from $INIT, stage 2 kept at its best held-out loss.
+# Then poll back to back from the next calls (the machine is given back 30 s after a call ends, chains and all):
+#   OUT=$OUT scripts/gpu_session.sh poll 540
+# Env: REGEN_DEADLINE (default 420), TRAIN_DEADLINE (default 800), STEPS1 / STEPS2 (default 6000 / 4000, scaled to the
+# deadline by `train`), INT4_PROMPTS (default 24576), EFFQWEN_GIT_SHA (pass it: the device's .git can be stale).
+set -u
+W=${WORK:-/tmp/xfer}; INIT=${INIT:-/tmp/init/stage1}
+: "${OUT:?set OUT}"; [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send .devsite/init_s31/stage1 first (README)"; exit 1; }
+BUNDLE=${BUNDLE:-.devsite/bundle44} scripts/device_send.sh part 4 > /dev/null || exit 1
+scripts/device_send.sh finish "${1:?EXTRA_SEND_DIR}" "${2:?ANSWERS_DIR}" 2>&1 | tail -1
+[ -d "$W/smollm2" ] || { echo "assemble failed"; exit 1; }
+export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+WORK=$W timeout 120 python3 scripts/feature_speed.py 64 2>&1 | grep -E '^(float32|bfloat16|bf16)' | cut -c1-300
+WORK=$W timeout 150 python3 scripts/train_step_profile.py 2>&1 | grep -E 'ms' | head -14 | cut -c1-160
+find "$OUT" -name '*.json' -path '*results*' -exec cp {} "$OUT"/ \;
+TOKS=$(python3 -c "import json,glob; f=glob.glob('$OUT/feature_speed_*.json'); print(int(json.load(open(f[0]))['runs']['bfloat16']['tokens_per_s']) if f else 0)")
+if [ "$TOKS" -ge "${MIN_TOKS:-400000}" ]; then
+  export DRAFTER_FEATURE_TARGET=bfloat16 DRAFTER_REGEN_PROMPTS=${REGEN_PROMPTS:-57344} DRAFTER_FEATURE_GB=60 DRAFTER_FEATURE_HOST_GB=0
+else
+  export DRAFTER_REGEN_PROMPTS=32768 DRAFTER_FEATURE_GB=60 DRAFTER_FEATURE_HOST_GB=85
+fi
+echo "bf16 features at $TOKS tokens/s: DRAFTER_FEATURE_TARGET=${DRAFTER_FEATURE_TARGET:-float32} DRAFTER_REGEN_PROMPTS=$DRAFTER_REGEN_PROMPTS"
+export EFFQWEN_REGEN_STATIC=1 EFFQWEN_REGEN_GQA=1 SOLO=1 E2E=1 NO_EVAL=1 SOLO_DRAFTERS=stage1,stage2 \
+  REGEN_TAR=$W/answers/regen_data.tar.xz EXTRA_PROMPTS=$W/extra/prompts_extra.json DRAFTER_INT4_PROMPTS=${INT4_PROMPTS:-24576} \
+  DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 DRAFTER_ANCHORS=512 DRAFTER_PACK_ALIGNED=1 DRAFTER_STEPS1=${STEPS1:-6000} DRAFTER_STEPS2=${STEPS2:-4000} \
+  DRAFTER_FEATURE_DTYPE=bfloat16 DRAFTER_INIT_STAGE1=$INIT DRAFTER_KEEP_BEST=stage2 \
+  REGEN_DEADLINE=${REGEN_DEADLINE:-420} TRAIN_DEADLINE=${TRAIN_DEADLINE:-800}
+env | grep -E '^(DRAFTER_|REGEN_|TRAIN_|EFFQWEN_|E2E|SOLO|NO_EVAL|EXTRA_)' | sort | tr '\n' ' '; echo
+if [ -n "${NO_START:-}" ]; then echo "NO_START: chain not started"; exit 0; fi   # (a CPU dry run: DEV=cpu NO_START=1)
+WORK=$W scripts/gpu_session.sh start; date
