@@ -4,7 +4,8 @@
 #   scripts/drafter_lease.sh EXTRA_SEND_DIR ANSWERS_DIR     carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
 #                                                                  EXTRA_SEND_DIR, ANSWERS_DIR, .whl]
 # 1. part 4 and `device_send.sh finish` (wheels, extra prompts, answers, assemble);
-# 2. two probes (about 40 s; results under $OUT): scripts/feature_speed.py and scripts/train_step_profile.py;
+# 2. probes (about 90 s; results under $OUT): scripts/feature_speed.py, scripts/train_step_profile.py and (unless
+#    NO_REGEN_SPEED=1) scripts/regen_speed.py 256 192, which measures the regeneration paths against the float32 model;
 # 3. the feature plan from the probe: a bf16 feature target at >= MIN_TOKS tokens a second (default 400,000) computes the
 #    BF16 answers' features online each step (so every prompt of the pool can be answered and trained on); otherwise the
 #    float32 target, fewer BF16 prompts (32,768) and their features in host memory;
@@ -23,6 +24,8 @@ scripts/device_send.sh finish "${1:?EXTRA_SEND_DIR}" "${2:?ANSWERS_DIR}" 2>&1 | 
 export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 WORK=$W timeout 120 python3 scripts/feature_speed.py 64 2>&1 | grep -E '^(float32|bfloat16|bf16)' | cut -c1-300
 WORK=$W timeout 150 python3 scripts/train_step_profile.py 2>&1 | grep -E 'ms' | head -14 | cut -c1-160
+# the regeneration paths against generate and against the float32 model (the chain regenerates on static + gqa)
+[ -n "${NO_REGEN_SPEED:-}" ] || WORK=$W timeout 150 python3 scripts/regen_speed.py 256 192 2>&1 | grep -E '^(generate|static|against|\{)' | cut -c1-400
 find "$OUT" -name '*.json' -path '*results*' -exec cp {} "$OUT"/ \;
 TOKS=$(python3 -c "import json,glob; f=glob.glob('$OUT/feature_speed_*.json'); print(int(json.load(open(f[0]))['runs']['bfloat16']['tokens_per_s']) if f else 0)")
 if [ "$TOKS" -ge "${MIN_TOKS:-400000}" ]; then
