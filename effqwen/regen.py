@@ -170,6 +170,14 @@ def tokenize_conversation(prompt:str, text:str, # a `regenerate` row: the templa
     t = tokenizer(text, add_special_tokens=False).input_ids
     return t, (len(p) if t[:len(p)] == p else 0)   # merged boundary: treat all as response
 
+def _tokenized(prompts, texts, tokenizer, batch:int=4096):
+    "`tokenize_conversation` of each (prompt, text), the tokenizer called on `batch` of them at once (one call each is slow)."
+    prompts, texts = list(prompts), list(texts)
+    for i in range(0, len(prompts), batch):
+        P = tokenizer(prompts[i:i + batch], add_special_tokens=False).input_ids
+        T = tokenizer(texts[i:i + batch], add_special_tokens=False).input_ids
+        yield from ((t, len(p) if t[:len(p)] == p else 0) for p, t in zip(P, T))
+
 def pack(conversations, # Dataset with columns prompt, text (from `regenerate`)
          tokenizer, seq_len:int=512,
          aligned:bool=False, # start a conversation that would straddle two chunks in a new chunk (the rest of the
@@ -179,8 +187,7 @@ def pack(conversations, # Dataset with columns prompt, text (from `regenerate`)
     "Pack conversations into (N, seq_len) input_ids / attention_mask / response_mask tensors."
     if seq_len < 2: raise ValueError(f'seq_len={seq_len}: must be >= 2')
     ids, resp, valid = [], [], []
-    for prompt, text in zip(conversations['prompt'], conversations['text']):
-        t, n_p = tokenize_conversation(prompt, text, tokenizer)
+    for t, n_p in _tokenized(conversations['prompt'], conversations['text'], tokenizer):
         if not t or t[-1] != tokenizer.eos_token_id: t = t + [tokenizer.eos_token_id]
         r = [0] * n_p + [1] * (len(t) - n_p)
         if aligned:

@@ -34,7 +34,9 @@
 # Results are written under $WORK/out by the chains (a command's $OUT is emptied before the next command).
 set -u
 W=${WORK:-/tmp/xfer}; R=$W/out; mkdir -p "$R"
-export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=false
+# tokenizers' own threads: `regen` and `train` tokenize tens of thousands of conversations in batched calls (2x faster on this
+# build machine's 2 cores; the device has 16); the library turns them off in any process forked after (compile workers)
+export PYTHONPATH=/tmp/site:. PYTHONUNBUFFERED=1 TOKENIZERS_PARALLELISM=true
 G=${G:-python3 scripts/gpu_drafter.py}
 waitfor() {  # waitfor MAX_S TEST...: poll every 5 s until the test holds or MAX_S pass
   local m=$1 t0=$SECONDS; shift
