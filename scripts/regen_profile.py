@@ -3,6 +3,8 @@ answers-in-progress): the regen stage runs far under the GPU's compute and bandw
 at batch 512), so the kernels of one step say what to fix.
 
     WORK=/tmp/xfer PYTHONPATH=. python3 scripts/regen_profile.py [BATCH] [CTX]
+    MODE=static_gqa ...   # instead: `static_greedy` under `gqa_attention` (what the regen stage runs since session 32),
+                          # 32 new tokens of each of BATCH rows, profiled whole (the graph's kernels are listed by replay)
 """
 import os, sys, time, json
 from pathlib import Path
@@ -31,6 +33,16 @@ def main(batch=512, ctx=400):
         with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
             step(); torch.cuda.synchronize()
         print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=18, max_name_column_width=70), flush=True)
+        if os.environ.get('MODE') == 'static_gqa':
+            from effqwen.regen import static_greedy, gqa_attention
+            with gqa_attention(m):
+                run = lambda: static_greedy(m, ids, am, 32, -1, 0, check_every=64)   # eos -1: every row runs all 32 steps
+                run(); torch.cuda.synchronize(); t = time.time(); run(); torch.cuda.synchronize()
+                print(f'static_greedy + gqa, {batch} rows x 32 new tokens after {ctx}: {(time.time() - t) * 1e3:.1f} ms '
+                      f'({(time.time() - t) / 32 * 1e3:.2f} ms a token incl. prefill)', flush=True)
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+                    run(); torch.cuda.synchronize()
+                print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=18, max_name_column_width=70), flush=True)
 
 if __name__ == '__main__':
     main(*(int(a) for a in sys.argv[1:3]))
