@@ -4,7 +4,7 @@ at batch 512), so the kernels of one step say what to fix.
 
     WORK=/tmp/xfer PYTHONPATH=. python3 scripts/regen_profile.py [BATCH] [CTX]
     MODE=static_gqa ...   # instead: `static_greedy` under `gqa_attention` (what the regen stage runs since session 32),
-                          # 32 new tokens of each of BATCH rows, profiled whole (the graph's kernels are listed by replay)
+                          # 32 new tokens of each of BATCH rows: timed with its CUDA graph, profiled on the eager loop
 """
 import os, sys, time, json
 from pathlib import Path
@@ -40,8 +40,8 @@ def main(batch=512, ctx=400):
                 run(); torch.cuda.synchronize(); t = time.time(); run(); torch.cuda.synchronize()
                 print(f'static_greedy + gqa, {batch} rows x 32 new tokens after {ctx}: {(time.time() - t) * 1e3:.1f} ms '
                       f'({(time.time() - t) / 32 * 1e3:.2f} ms a token incl. prefill)', flush=True)
-                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-                    run(); torch.cuda.synchronize()
+                with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:   # eagerly: a graph's kernels may not be traced
+                    static_greedy(m, ids, am, 32, -1, 0, graphs=False, check_every=64); torch.cuda.synchronize()
                 print(prof.key_averages().table(sort_by='cuda_time_total', row_limit=18, max_name_column_width=70), flush=True)
 
 if __name__ == '__main__':
