@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One drafter training lease on one nvidia-h200, in the call that follows the bundle's parts 1..3 (device_send.sh) and
 # the call that put the stage 1 to continue from at $INIT (default /tmp/init/stage1):
-#   scripts/drafter_lease.sh EXTRA_SEND_DIR ANSWERS_DIR     carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
+#   OUT=$OUT EFFQWEN_GIT_SHA=<sha> scripts/drafter_lease.sh EXTRA_SEND_DIR ANSWERS_DIR     carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
 #                                                                  EXTRA_SEND_DIR, ANSWERS_DIR, .whl]
 # 1. part 4 and `device_send.sh finish` (wheels, extra prompts, answers, assemble);
 # 2. probes (about 90 s; results under $OUT): scripts/feature_speed.py, scripts/train_step_profile.py and (unless
@@ -17,7 +17,7 @@
 # deadline by `train`), INT4_PROMPTS (default 24576), EFFQWEN_GIT_SHA (pass it: the device's .git can be stale).
 set -u
 W=${WORK:-/tmp/xfer}; INIT=${INIT:-/tmp/init/stage1}
-: "${OUT:?set OUT}"; [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send .devsite/init_s31/stage1 first (README)"; exit 1; }
+: "${OUT:?set OUT: OUT=\$OUT scripts/drafter_lease.sh ...}"; export OUT; [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send .devsite/init_s31/stage1 first (README)"; exit 1; }
 BUNDLE=${BUNDLE:-.devsite/bundle44} scripts/device_send.sh part 4 > /dev/null || exit 1
 scripts/device_send.sh finish "${1:?EXTRA_SEND_DIR}" "${2:?ANSWERS_DIR}" 2>&1 | tail -1
 [ -d "$W/smollm2" ] || { echo "assemble failed"; exit 1; }
