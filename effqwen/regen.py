@@ -166,9 +166,7 @@ def regenerate(model, tokenizer, prompts, # Dataset with columns id, prompt (use
 def tokenize_conversation(prompt:str, text:str, # a `regenerate` row: the templated prompt and prompt + answer
                           tokenizer)->tuple[list[int], int]:
     "(token ids of `text`, number of leading prompt tokens); 0 when tokenization merged across the boundary."
-    p = tokenizer(prompt, add_special_tokens=False).input_ids
-    t = tokenizer(text, add_special_tokens=False).input_ids
-    return t, (len(p) if t[:len(p)] == p else 0)   # merged boundary: treat all as response
+    return next(_tokenized([prompt], [text], tokenizer))
 
 def _tokenized(prompts, texts, tokenizer, batch:int=4096):
     "`tokenize_conversation` of each (prompt, text), the tokenizer called on `batch` of them at once (one call each is slow)."
@@ -176,7 +174,7 @@ def _tokenized(prompts, texts, tokenizer, batch:int=4096):
     for i in range(0, len(prompts), batch):
         P = tokenizer(prompts[i:i + batch], add_special_tokens=False).input_ids
         T = tokenizer(texts[i:i + batch], add_special_tokens=False).input_ids
-        yield from ((t, len(p) if t[:len(p)] == p else 0) for p, t in zip(P, T))
+        yield from ((t, len(p) if t[:len(p)] == p else 0) for p, t in zip(P, T))   # merged boundary: treat all as response
 
 def pack(conversations, # Dataset with columns prompt, text (from `regenerate`)
          tokenizer, seq_len:int=512,

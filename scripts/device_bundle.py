@@ -248,6 +248,14 @@ def long_prompts(n: int, keep: int, tokens: int, src: Path, out: Path, span: int
     (out/'prompts_extra.json').write_bytes(b); (out/'prompts_extra.sha256').write_text(sha(b) + '\n')
     print(f'{keep} kept + {len(rest)} rows ({len(new)} long, {tokens} tokens) -> {out}/prompts_extra.json', sha(b))
 
+def _write_parts(blob: bytes, out: Path, part_mb: float) -> list:
+    "`blob` cut into out/p1/part, out/p2/part, ... of at most `part_mb` MB; each part's dir, bytes and sha256."
+    step, parts = int(part_mb * 1e6), []
+    for i in range(0, len(blob), step):
+        d = out/f'p{len(parts) + 1}'; d.mkdir(parents=True, exist_ok=True); b = blob[i:i + step]
+        (d/'part').write_bytes(b); parts.append(dict(dir=str(d), bytes=len(b), sha256=sha(b)))
+    return parts
+
 def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> dict:
     """Tar `members` ({name: bytes}), split the tar into out/p1/part, out/p2/part, ... of at most `part_mb` MB and write
     out/manifest.json (sha256 of the tar, of every member and every part, plus `extra`); returns the manifest."""
@@ -255,12 +263,8 @@ def write_bundle(members: dict, out: Path, part_mb: float = 58.0, **extra) -> di
     with tarfile.open(fileobj=tb, mode='w') as tf:
         for name, data in members.items():
             ti = tarfile.TarInfo(name); ti.size = len(data); ti.mtime = int(time.time()); tf.addfile(ti, io.BytesIO(data))
-    blob = tb.getvalue(); step = int(part_mb * 1e6)
-    parts = []
-    for i in range(0, len(blob), step):
-        d = out/f'p{len(parts) + 1}'; d.mkdir(parents=True, exist_ok=True)
-        (d/'part').write_bytes(blob[i:i + step]); parts.append(dict(dir=str(d), bytes=len(blob[i:i + step]), sha256=sha(blob[i:i + step])))
-    man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=parts, **extra)
+    blob = tb.getvalue()
+    man = dict(tar_sha256=sha(blob), members={k: sha(v) for k, v in members.items()}, parts=_write_parts(blob, out, part_mb), **extra)
     (out/'manifest.json').write_text(json.dumps(man, indent=1))
     return man
 
@@ -272,12 +276,8 @@ def resplit(src: Path, out: Path, part_mb: float) -> dict:
     man = json.loads((src/'manifest.json').read_text())
     blob = b''.join((src/f'p{i}'/'part').read_bytes() for i in range(1, len(man['parts']) + 1))
     if sha(blob) != man['tar_sha256']: raise ValueError(f'{src}: the parts do not join into the manifest\'s tar (sha256): rebuild the bundle')
-    out.mkdir(parents=True, exist_ok=True); step = int(part_mb * 1e6); parts = []
-    for i in range(0, len(blob), step):
-        d = out/f'p{len(parts) + 1}'; d.mkdir(parents=True, exist_ok=True); b = blob[i:i + step]
-        (d/'part').write_bytes(b); parts.append(dict(dir=str(d), bytes=len(b), sha256=sha(b)))
-    man = dict(man, parts=parts); (out/'manifest.json').write_text(json.dumps(man, indent=1))
-    print(f'{len(parts)} parts of at most {part_mb} MB -> {out}')
+    man = dict(man, parts=_write_parts(blob, out, part_mb)); (out/'manifest.json').write_text(json.dumps(man, indent=1))
+    print(f"{len(man['parts'])} parts of at most {part_mb} MB -> {out}")
     return man
 
 if __name__ == '__main__': main()

@@ -7,7 +7,7 @@ precompute and makes online features (one target forward a training step) cost m
     WORK=/tmp/xfer PYTHONPATH=/tmp/site:. OUT=$OUT python3 scripts/feature_speed.py [CHUNKS]   # -> data/results/feature_speed_<gpu>.json
     DEV=cpu WORK=... python3 scripts/feature_speed.py 2                                          # a dry run (no result written)
 """
-import json, os, sys, time
+import copy, json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
@@ -32,7 +32,7 @@ def main(n_chunks: int = 64, seq: int = 4096, batch: int = 16):
     m32 = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.float32).to(dev).eval()
     layers = build_target_layer_ids(m32.config.num_hidden_layers, 4)
     runs, feats = {}, {}
-    for name, model in (('float32', m32), ('bfloat16', AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.bfloat16).to(dev).eval())):
+    for name, model in (('float32', m32), ('bfloat16', copy.deepcopy(m32).to(torch.bfloat16))):   # (as train's bf16 feature target)
         pack_features(model, x[:batch], layers, batch_size=batch, progress=False); sync()       # warm-up
         if cuda: torch.cuda.reset_peak_memory_stats()
         t = time.time(); f = pack_features(model, x, layers, batch_size=batch, progress=False, dtype=torch.bfloat16); sync(); s = time.time() - t

@@ -12,6 +12,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
 
+def top_ops(prof, cuda: bool, n: int = 25) -> tuple[list, float]:
+    "A torch.profiler run's n ops of most self time (GPU time on CUDA, else CPU), and the self time of all, in ms."
+    attr = 'self_device_time_total' if cuda else 'self_cpu_time_total'
+    ev = sorted(prof.key_averages(), key=lambda e: -getattr(e, attr, 0))
+    return ([dict(name=e.key[:120], self_ms=getattr(e, attr) / 1e3, calls=e.count) for e in ev[:n]],
+            sum(getattr(e, attr) for e in prof.key_averages()) / 1e3)
+
 def main():
     from transformers import AutoModelForCausalLM
     from effqwen.core import write_result
@@ -45,10 +52,7 @@ def main():
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=acts) as prof:
         step(); sync()
-    key = 'device_time_total' if cuda else 'cpu_time_total'
-    ev = sorted(prof.key_averages(), key=lambda e: -getattr(e, 'self_device_time_total' if cuda else 'self_cpu_time_total', 0))
-    top = [dict(name=e.key[:120], self_ms=getattr(e, 'self_device_time_total' if cuda else 'self_cpu_time_total') / 1e3, calls=e.count) for e in ev[:25]]
-    total = sum(getattr(e, 'self_device_time_total' if cuda else 'self_cpu_time_total') for e in prof.key_averages()) / 1e3
+    top, total = top_ops(prof, cuda)
     for r in top[:25]: print(f"{r['self_ms']:8.2f} ms {r['calls']:5d}  {r['name']}")
     print(f'profiled step: {total:.1f} ms of {"GPU" if cuda else "CPU"} self time; wall {step_ms:.1f} ms a step', flush=True)
     if not cuda: print('dry run on the CPU: no result written'); return
