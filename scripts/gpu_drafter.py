@@ -256,6 +256,10 @@ FEATURE_HOST_GB = float(os.environ.get('DRAFTER_FEATURE_HOST_GB', '0'))
 # attention over 4,096-token chunks ran at about 41K tokens a second in session 31 (`features_s`), scripts/feature_speed.py
 FEATURE_TARGET = os.environ.get('DRAFTER_FEATURE_TARGET', 'float32')
 if FEATURE_TARGET not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEATURE_TARGET={FEATURE_TARGET!r}: use float32 (default) or bfloat16')
+# the precision of the drafter's flex_attention in training (effqwen.dflash.FLEX_DTYPE): float32 inputs get 16x16 tiles in its
+# backward (session 33's step profile: backward 11x the forward); bfloat16 casts q / k / v only, the drafter stays float32
+ATTN_DTYPE = os.environ.get('DRAFTER_ATTN_DTYPE', 'float32')
+if ATTN_DTYPE not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_ATTN_DTYPE={ATTN_DTYPE!r}: use float32 (default) or bfloat16')
 KEEP_BEST = tuple(k for k in os.environ.get('DRAFTER_KEEP_BEST', '').split(',') if k)
 if any(k not in ('stage1', 'stage2', 'direct') for k in KEEP_BEST): raise ValueError(f'DRAFTER_KEEP_BEST={KEEP_BEST}: name drafters among stage1, stage2, direct')
 
@@ -300,7 +304,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     from effqwen.core import set_determinism
     from effqwen.regen import generate_texts, pack
     from effqwen.model import chat_prompt
-    from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, save_drafter, load_drafter
+    from effqwen.dflash import DFlashConfig, DFlashDrafter, train_drafter, held_loss, save_drafter, load_drafter
     from effqwen.drafter_opt import pack_features, mask_token_for, clone_drafter, frequent_tokens
     p, S = sizes()
     from dataclasses import replace
@@ -386,6 +390,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     # time a few steps on a throwaway drafter, then fit the profile's step counts into the budget (same ratio)
     # on the GPU both attention paths are timed (flex_attention's block-sparse mask vs the dense bool mask) and the faster trains
     import effqwen.dflash as DF
+    DF.FLEX_DTYPE = torch.bfloat16 if ATTN_DTYPE == 'bfloat16' else None   # (the dense path's SDPA keeps the drafter's dtype)
     d0, step_by = data[DATA_OF[drafters[0]]], {}
     sync = (lambda: torch.cuda.synchronize()) if DEV == 'cuda' else (lambda: None)
     for flex in ((True, False) if DEV == 'cuda' else (False,)):
@@ -400,8 +405,16 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
     attn = min((k for k in ('flex', 'dense') if k in step_by), key=step_by.get)
     DF.FLEX_TRAIN, step_s = attn == 'flex', step_by[attn]
     log('step s by attention path', step_by, '->', attn)
+    # each drafter's held-out curve costs 21 `held_loss` calls on its first 64 held-out chunks beyond the timed steps (session 33,
+    # dense mask: about 5 s a call, 102 s of stage 1's 480 s): time one (its first call compiles) and take them off the budget
+    m_h = fresh(d0, bf16); h0 = tuple(t[:64] for t in d0['held'])
+    held_loss(m_h, *h0, n_anchors=S.anchors, batch_size=S.batch); sync(); t = time.time()
+    held_loss(m_h, *h0, n_anchors=S.anchors, batch_size=S.batch); sync(); held_s = time.time() - t; del m_h
     want = sum(S.steps2 if k == 'stage2' else S.steps1 for k in drafters)   # the steps this process trains
     budget_s = min(budget_s, deadline_s - (time.time() - t_start) - 40)     # 40 s: held-out accuracy + saving
+    curves_s = 21 * held_s * len(drafters)
+    log(f'held-out curve: {held_s:.2f} s a call, {curves_s:.0f} s for the {len(drafters)} curves')
+    budget_s -= curves_s
     if budget_s < 30: raise RuntimeError(f'only {budget_s:.0f} s left for training: regenerate fewer conversations')
     scale = min(1.0, budget_s / (want * step_s))
     steps1, steps2 = max(1, int(S.steps1 * scale)), max(1, int(S.steps2 * scale))
@@ -430,7 +443,7 @@ def train(work: Path, budget_s: float, deadline_s: float, lr: float|None = None,
         log(k, hist[k].seconds, sum(hist[k].accs[-20:]) / 20, *([f"kept step {hist[k].best_step} of {len(hist[k].losses)} (lowest held-out loss)"] if hist[k].best_step else []))
         tmp = save_drafter(dr[k], work/'drafters'/f'{k}.partial')   # saved at once (whole, then renamed): stage 2 may be waiting for it
         import shutil; shutil.rmtree(work/'drafters'/k, ignore_errors=True); tmp.rename(work/'drafters'/k)
-    st = dict(data=info, step_ms=step_s * 1e3, attention=attn, step_ms_by_attention={k: v * 1e3 if isinstance(v, float) else v for k, v in step_by.items()},
+    st = dict(data=info, step_ms=step_s * 1e3, attention=attn, attention_dtype=ATTN_DTYPE if attn == 'flex' else 'float32', step_ms_by_attention={k: v * 1e3 if isinstance(v, float) else v for k, v in step_by.items()},
               steps={k: steps2 if k == 'stage2' else steps1 for k in dr},
               profile_steps=dict(stage1=S.steps1, stage2=S.steps2), budget_s=budget_s, precision='fp32' if fp32 else 'bf16 autocast', drafter=cfg.to_json(),
               sizes={k: v for k, v in S.__dict__.items()}, processes=1,
@@ -1079,7 +1092,8 @@ def _train_line(tr: dict|None) -> str:
     data = '; '.join(f"{k}: {v['conversations']:,} answers, {v['chunks']:,} chunks of {tr['sizes']['pack_len']:,} tokens, {v.get('prompts_over_2048_tokens', 0):,} prompts over 2,048 tokens"
                      for k, v in tr['data'].items())
     walk = ', '.join(f"{k} {v['held_out']['walk_tau']:.2f}" for k, v in tr.get('block_accuracy', {}).items() if 'walk_tau' in v.get('held_out', {}))
-    return (f" Training (the record in the result's `train`): steps {steps}, {tr['step_ms']:.0f} ms a step; data {data}"
+    attn = ' (attention in bf16, `DRAFTER_ATTN_DTYPE`)' if tr.get('attention_dtype') == 'bfloat16' else ''
+    return (f" Training (the record in the result's `train`): steps {steps}, {tr['step_ms']:.0f} ms a step{attn}; data {data}"
             + (f"; τ of the decoding loop replayed on held-out chunks of the training data (`walk_tau`): {walk}" if walk else '') + '.')
 
 def render_e2e(path: Path):
