@@ -18,7 +18,10 @@
 # Env: REGEN_DEADLINE (default 420), TRAIN_DEADLINE (default 800), STEPS1 / STEPS2 (default 6000 / 4000, scaled to the
 # deadline by `train`), INT4_PROMPTS (default 24576), EFFQWEN_GIT_SHA (pass it: the device's .git can be stale).
 # A lease whose answers tar already holds the pool's answers (session 33's .devsite/regen_s33: 54,258 of 57,344 BF16,
-# 21,348 of 24,576 INT4) needs little regeneration: REGEN_DEADLINE=60 leaves the rest of the lease to training.
+# 21,348 of 24,576 INT4) needs little regeneration: REGEN_DEADLINE=180 INT4_PROMPTS=40960 TRAIN_DEADLINE=1050 adds INT4
+# answers to the pool's shuffled rows (drafter_answers_mix_s33.json: word problems under 15% of its INT4 text) and gives
+# the rest to training. By session 33's timings (held seconds): about 200 to the chain's start, regeneration its deadline
+# + 20, training TRAIN_DEADLINE + 60 (held-out accuracy after the steps), packing and e2e 100: 1,610 of 1,800 at these values.
 set -u
 W=${WORK:-/tmp/xfer}; INIT=${INIT:-/tmp/init/stage1}
 : "${OUT:?set OUT: OUT=\$OUT scripts/drafter_lease.sh ...}"; export OUT; [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send the newest .devsite/init_s*/stage1 first (README)"; exit 1; }
