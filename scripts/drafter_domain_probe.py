@@ -41,11 +41,22 @@ def _sets(a, tok, pr, kinds=None) -> dict:
     "The first -n GSM8K and HumanEval prompts, and the first -n unseen extra prompts of each kind (or of `kinds`)."
     from effqwen.model import chat_prompt
     sets = {b: [torch.tensor(x)[None] for x in pr['bench'][b][:a.n]] for b in ('gsm8k', 'humaneval')}
-    by = collections.defaultdict(list)
-    for r in json.loads(Path(a.extra).read_text())['train'][a.unseen_from:]: by[r['id'].split('/')[1]].append(r)   # extra/<kind>/...
+    by, rows = collections.defaultdict(list), json.loads(Path(a.extra).read_text())['train']
+    if a.unseen_tar:                                       # the extra rows neither target answered in that run (pool row = bundle's count + i)
+        seen, nb = _answered(a.unseen_tar), len(pr['train'])
+        rows = [r for i, r in enumerate(rows) if str(nb + i) not in seen]
+    else: rows = rows[a.unseen_from:]
+    for r in rows: by[r['id'].split('/')[1]].append(r)   # extra/<kind>/...
+    kinds = kinds if kinds is not None else (a.kinds.split(',') if a.kinds else None)
     for k in sorted(by if kinds is None else kinds):
         sets[f'unseen {k}'] = [tok(chat_prompt(tok, r['prompt']), return_tensors='pt', add_special_tokens=False).input_ids for r in by[k][:a.n]]
     return sets
+
+def _answered(tar: str) -> set:
+    "The pool rows (str) a run's answers tar holds an answer to, for either target."
+    import tarfile
+    with tarfile.open(tar) as tf:
+        return set().union(*(json.load(tf.extractfile(m)).keys() for m in tf.getnames() if m in ('regen_bf16.json', 'regen_int4.json')))
 
 def _continuation(int4, d, tok, x, new):
     "The target's greedy continuation of prompt x (prompt + new tokens), its features at the drafter's taps, and its top-2 probabilities there."
@@ -199,7 +210,8 @@ def probe(a):
     rows = [replay_set(int4, d, tok, name, xs, a.new) for name, xs in _sets(a, tok, pr).items()]
     tr = json.loads(Path('data/results/drafter_training_gpu.json').read_text())['provenance']
     by = a.trained_by or f"drafter_training_gpu.json at git {tr['git_sha']} ({tr['date'][:10]})"   # (the committed A4 run's, unless named)
-    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=by),
+    doc = dict(rows=rows, drafter=dict(path=a.drafter, sha256=sha, trained_by=by, stage=a.which),
+               **(dict(unseen_tar=dict(file=a.unseen_tar, sha256=hashlib.sha256(Path(a.unseen_tar).read_bytes()).hexdigest())) if a.unseen_tar else {}),
                new_tokens=a.new, unseen_from=a.unseen_from, extra=dict(file=Path(a.extra).name, sha256=hashlib.sha256(Path(a.extra).read_bytes()).hexdigest()),
                precision='float32 (target and drafter)', command=' '.join(sys.argv))
     print(write_result(Path(a.result).stem, doc, get_profile('gpu'), device='cpu'))
@@ -250,12 +262,16 @@ def render(path: Path):
         print(write_table(path.stem, md, doc['provenance']['profile'])); print(md); return
     cols = [('set', 'prompts', '{}'), ('prompts', 'n', '{}'), ('tau', 'τ (replay)', '{:.2f}'), ('rounds', 'rounds', '{}'),
             ('target_top1_p', 'target top-1 p', '{:.3f}'), ('target_margin_lt_0_2', 'target margin < 0.2', '{:.3f}')]
-    md = ("### Where the gpu stage-2 drafter loses acceptance: eval prompts vs unseen training-like prompts (SmolLM2 INT4 target)\n\n"
+    unseen = (f"'unseen' = `{doc['extra']['file']}` prompts that neither target answered in `{doc['unseen_tar']['file']}` (sha256 "
+              f"{doc['unseen_tar']['sha256'][:12]}; no stage of that run trained on them), by kind. " if doc.get('unseen_tar') else
+              f"'unseen' = `{doc['extra']['file']}` prompts from row {doc['unseen_from']} on (no drafter trained on them), by kind. ")
+    stage = doc['drafter'].get('stage', 'stage-2')
+    md = (f"### Where the gpu {stage} drafter loses acceptance: eval prompts vs unseen training-like prompts (SmolLM2 INT4 target)\n\n"
           + render_table(doc['rows'], cols) + '\n'
           + f"τ: greedy speculative decoding replayed (`replay_acceptance`, float32 target and drafter, CPU) on the target's own greedy continuation "
           f"({doc['new_tokens']} new tokens) of each prompt; drafter {doc['drafter']['trained_by']}, sha256 {doc['drafter']['sha256'][:12]}. "
-          f"'unseen' = `{doc['extra']['file']}` prompts from row {doc['unseen_from']} on (no drafter trained on them), by kind. "
-          "target top-1 p: the target's mean probability of its own greedy token; margin: share of generated tokens whose top-1 − top-2 "
+          + unseen
+          + "target top-1 p: the target's mean probability of its own greedy token; margin: share of generated tokens whose top-1 − top-2 "
           "probability gap is under 0.2. " + _compare(doc['rows']) + '\n\n' + provenance_line(doc) + '\n')
     print(write_table(path.stem, md, doc['provenance']['profile'])); print(md)   # the table is named after its result
 
@@ -277,6 +293,9 @@ def main():
     ap.add_argument('--trained-by', default='', help='probe: the run that trained --drafter (default: the committed A4 run, drafter_training_gpu.json)')
     ap.add_argument('--extra', default='.devsite/extra/prompts_extra.json')
     ap.add_argument('--unseen-from', type=int, default=8192, help='first extra row no run trained on (session 19 used rows 0..4095)')
+    ap.add_argument('--unseen-tar', default='', help='probe: unseen = the extra rows neither target answered in this answers tar (a run that answered a shuffled pool)')
+    ap.add_argument('--kinds', default='', help='probe: only these unseen kinds (comma-separated; default: every kind)')
+    ap.add_argument('--which', default='stage-2', help='probe: which stage --drafter is (the table\'s title)')
     ap.add_argument('-n', type=int, default=6, help='prompts per set')
     ap.add_argument('--new', type=int, default=192, help='new tokens per prompt')
     ap.add_argument('--result', default='data/results/drafter_domain_probe.json', help='probe: writes data/results/<its name>; render: reads it (the table takes its name)')
