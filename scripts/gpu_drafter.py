@@ -249,8 +249,6 @@ INIT_STAGE1 = os.environ.get('DRAFTER_INIT_STAGE1')
 # past FEATURE_GB on the GPU, up to this many GiB of a data set's precomputed features are held in host memory (each step
 # copies its batch's over: 4 x 4,096-token chunks are 76 MB in bf16), before a data set goes online
 FEATURE_HOST_GB = float(os.environ.get('DRAFTER_FEATURE_HOST_GB', '0'))
-# drafters that end on the weights of their held-out curve's lowest loss (`train_drafter(keep_best=True)`, early stopping),
-# e.g. DRAFTER_KEEP_BEST=stage2: session 31's stage 2 overfit its ~6K INT4 answers (drafter_e2e_resume_gpu.json's held_curve)
 # the dtype of the target copy that computes the drafter's features (precomputed, online and held out): float32 (default:
 # the training targets' own precision) or bfloat16, what the serving engine hands the drafter; a float32 target's sdpa
 # attention over 4,096-token chunks ran at about 41K tokens a second in session 31 (`features_s`), scripts/feature_speed.py
@@ -260,6 +258,8 @@ if FEATURE_TARGET not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_FEA
 # backward (session 33's step profile: backward 11x the forward); bfloat16 casts q / k / v only, the drafter stays float32
 ATTN_DTYPE = os.environ.get('DRAFTER_ATTN_DTYPE', 'float32')
 if ATTN_DTYPE not in ('float32', 'bfloat16'): raise ValueError(f'DRAFTER_ATTN_DTYPE={ATTN_DTYPE!r}: use float32 (default) or bfloat16')
+# drafters that end on the weights of their held-out curve's lowest loss (`train_drafter(keep_best=True)`, early stopping),
+# e.g. DRAFTER_KEEP_BEST=stage2: session 31's stage 2 overfit its ~6K INT4 answers (drafter_e2e_resume_gpu.json's held_curve)
 KEEP_BEST = tuple(k for k in os.environ.get('DRAFTER_KEEP_BEST', '').split(',') if k)
 if any(k not in ('stage1', 'stage2', 'direct') for k in KEEP_BEST): raise ValueError(f'DRAFTER_KEEP_BEST={KEEP_BEST}: name drafters among stage1, stage2, direct')
 

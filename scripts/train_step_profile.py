@@ -6,7 +6,7 @@ depend on their values), with the drafter's flex_attention in float32 and in bf1
 the same weights and batch.
 
 Session 33's profile (`drafter_train_step_profile_h200.json`, float32 only) put flex_attention's backward at 11x its
-forward: for float32 inputs inductor gives that backward 16x16 tiles and one stage, for bf16 on sm90 64x128 and three.
+forward: in torch 2.13's source (the GPU has 2.11) inductor gives a float32 backward 16x16 tiles and one stage, bf16 on sm90 64x128 and three.
 That file lists each compiled kernel twice (the launching op and the kernel share a name); `top_ops` now keeps the
 device-side kernels only.
 
@@ -14,7 +14,7 @@ device-side kernels only.
     DEV=cpu WORK=... python3 scripts/train_step_profile.py                                 # a dry run at tiny sizes (no result written;
                                                                                            # the CPU trains on the dense mask, so both runs are float32 there)
 """
-import copy, json, os, sys, time
+import json, os, sys, time
 from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch
@@ -47,7 +47,7 @@ def main():
     lm = torch.zeros(B, S, dtype=torch.bool, device=dev); lm[:, S // 8:] = True
     feats = torch.randn(B, S, cfg.n_taps * cfg.hidden_size, generator=g).to(dev, torch.bfloat16)
     params = [p for p in m.parameters() if p.requires_grad]
-    init = copy.deepcopy([p.detach().clone() for p in params])
+    init = [p.detach().clone() for p in params]
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     dtypes = dict(float32=None, bfloat16=torch.bfloat16)
 
