@@ -22,14 +22,14 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EA
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
-           'PREFILL_GRAPHS', 'PIPELINED', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
            'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
            'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
            'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
            'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
            'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
-           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'speculative_generate', 'StaticDrafter',
-           'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'round_graph_ok', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1821,8 +1821,72 @@ def _mark(device):
     e = torch.cuda.Event(enable_timing=True); e.record(); return e
 
 PIPELINED = True   # greedy speculative decoding with a `propose_device` proposer: device-side accept / commit, no sync per round
+# a pipelined round after the first replayed as one CUDA graph (draft, verify, accept, commit, next anchor, record): a
+# `StaticDrafter` on a GPU engine with recorded steps. Off: the round issues its ~20 small ops and three graphs one by one.
+ROUND_GRAPH = os.environ.get('EFFQWEN_ROUND_GRAPH', '0') == '1'
 
-def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stops:set, st, marks:list)->torch.Tensor:
+def _round_buffers(engine)->SimpleNamespace:
+    "The pipelined loop's device state, kept on the engine so a recorded round reads and writes the same tensors."
+    rb = getattr(engine, '_round_bufs', None)
+    if rb is None:
+        B, dev = engine.block_size, engine.device
+        rb = engine._round_bufs = SimpleNamespace(
+            anchor=torch.zeros(1, dtype=torch.long, device=dev),              # the last committed token
+            budget=torch.zeros(1, dtype=torch.long, device=dev),              # tokens still to keep
+            match=torch.zeros(B - 1, dtype=torch.bool, device=dev),
+            rec=torch.zeros(2 * B, dtype=torch.long, device=dev))             # the round's record: [kept, B-1 drafts, B target tokens]
+    return rb
+
+def _round_body(engine, rb, draft, verify, commit, mark=lambda: None):
+    """One greedy round on the device: `draft()` (B-1 or more device tokens after `rb.anchor`), the verify step, the
+    accept (the longest prefix of drafts equal to the target's argmax: a cumprod), the kept count clamped to the budget,
+    the commit step, the next anchor and the round's record in `rb.rec`. Returns `mark()` taken after the draft."""
+    B = engine.block_size
+    d = draft(); m1 = mark()
+    engine.tok[:1].copy_(rb.anchor); engine.tok[1:].copy_(d.reshape(-1)[:B - 1])   # (a drafter's block may be longer than B)
+    verify()
+    torch.eq(engine.tok[1:], engine.next_tok[:B - 1], out=rb.match)
+    n = torch.minimum(rb.match.long().cumprod(0).sum(0, keepdim=True) + 1, rb.budget.clamp(min=1))
+    rb.budget.sub_(n); engine.n_keep.copy_(n)
+    commit()
+    rb.anchor.copy_(engine.next_tok.index_select(0, n - 1))                   # the target's token after the kept ones
+    rb.rec[:1].copy_(n); rb.rec[1:B].copy_(engine.tok[1:]); rb.rec[B:].copy_(engine.next_tok)
+    return m1
+
+def round_graph_ok(engine, prop)->bool:
+    "Can the pipelined rounds of this engine and proposer be recorded as one graph (`_round_graph`)?"
+    return (engine.device.type == 'cuda' and {'verify', 'commit'} <= set(getattr(engine, 'graphs', {}))
+            and isinstance(prop, StaticDrafter) and prop.graph is not None)
+
+def _round_graph(engine, prop)->'torch.cuda.CUDAGraph':
+    """The pipelined round (`_round_body` with `propose_device`) recorded as one CUDA graph, once per engine and
+    proposer: the drafter's step, the verify and commit steps are recorded from their functions (a graph cannot replay
+    another inside its recording), each under the programmatic-dependent-launch setting its own graph was recorded with.
+    Nothing runs while recording, so the engine's and drafter's states are untouched: every kernel in it already ran
+    when the steps' own graphs were warmed up and recorded. Its record lands in the engine's `_round_buffers`."""
+    import effqwen.kernels as K
+    if not round_graph_ok(engine, prop):
+        raise ValueError('a round graph needs a CUDA engine with recorded steps and a StaticDrafter with a recorded step: pass round_graph=False')
+    cache = engine.__dict__.setdefault('_round_graphs', {})
+    if id(prop) in cache and cache[id(prop)][0] is prop: return cache[id(prop)][1]
+    rb, B, own, pg = _round_buffers(engine), engine.block_size, K.PDL, prop.graph
+    def under(pdl, fn):
+        def run(): K.PDL = pdl; return fn()
+        return run
+    g = torch.cuda.CUDAGraph()
+    try:
+        prop.graph = None                                                      # (propose_device then calls the step's function)
+        with torch.cuda.graph(g), torch.no_grad():
+            _round_body(engine, rb, under(own, lambda: prop.propose_device(engine.taps, engine.n_keep, rb.anchor)),
+                        under(own and 'verify' in PDL_STEPS, lambda: engine._run(B, 'verify')),
+                        under(own and 'commit' in PDL_STEPS, engine._commit_step))
+    finally: prop.graph, K.PDL = pg, own
+    cache[id(prop)] = (prop, g)
+    return g
+
+def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stops:set, st, marks:list,
+                      round_graph:bool=False # replay rounds after the first as one recorded graph (`_round_graph`)
+                     )->torch.Tensor:
     """The greedy speculative rounds of `speculative_generate` with nothing on the host between them. A round is queued
     whole on the device: the draft (`prop.propose_device`: the new context rows and their count, the anchor, all device
     tensors), the verify step, the accept (the longest prefix of drafts equal to the target's argmax: a cumprod), the
@@ -1830,31 +1894,27 @@ def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stop
     asynchronous copy of the round's record to pinned host memory. The host launches round r+1 before it reads round
     r-1's record, so the GPU never waits for it; a round whose tokens turn out not to be needed (the budget or a stop
     token was reached one round earlier) is dropped: at most one, and it keeps at most one token, inside the room the
-    caller checked. Same tokens and acceptance lengths as the host loop (`pipelined=False`), one sync per round fewer."""
+    caller checked. Same tokens and acceptance lengths as the host loop (`pipelined=False`), one sync per round fewer.
+    With `round_graph`, every round after the first (which takes the prompt's context rows with host bookkeeping)
+    replays one recorded graph of the same work (`_round_graph`) instead of issuing its small ops and three graphs."""
     B, dev = engine.block_size, engine.device
     cuda = dev.type == 'cuda'
     gen = ids.shape[1] - P
     R = max_new - gen + 1                                                      # rounds: each keeps >= 1 token, + 1 dropped
-    budget = torch.full((1,), max_new - gen, dtype=torch.long, device=dev)     # tokens still to keep
-    anchor = last.clone()
-    match = torch.zeros(B - 1, dtype=torch.bool, device=dev)
-    rec = torch.zeros(R, 2 * B, dtype=torch.long, device=dev)                  # per round: [kept, B-1 drafts, B target tokens]
+    rb = _round_buffers(engine)
+    rb.budget.fill_(max_new - gen); rb.anchor.copy_(last)                     # tokens still to keep; the first anchor
     host = torch.zeros(R, 2 * B, dtype=torch.long, pin_memory=cuda)
     done = [None] * R
+    graph = _round_graph(engine, prop) if round_graph else None
     def launch(r):
         m0 = _mark(dev)
-        if r == 0: draft = prop.propose(ids, ctx_new, B - 1, anchor=anchor)[0]   # the prompt's context rows: host bookkeeping
-        else: draft = prop.propose_device(engine.taps, engine.n_keep, anchor)
-        m1 = _mark(dev)
-        engine.tok[:1].copy_(anchor); engine.tok[1:].copy_(draft.reshape(-1)[:B - 1])   # (a drafter's block may be longer than B)
-        engine._step('verify')
-        torch.eq(engine.tok[1:], engine.next_tok[:B - 1], out=match)
-        n = torch.minimum(match.long().cumprod(0).sum(0, keepdim=True) + 1, budget.clamp(min=1))
-        budget.sub_(n); engine.n_keep.copy_(n)
-        engine._step('commit')
-        anchor.copy_(engine.next_tok.index_select(0, n - 1))                  # the target's token after the kept ones
-        rec[r, :1].copy_(n); rec[r, 1:B].copy_(engine.tok[1:]); rec[r, B:].copy_(engine.next_tok)
-        host[r].copy_(rec[r], non_blocking=cuda)
+        if r == 0:                                                             # the prompt's context rows: host bookkeeping
+            m1 = _round_body(engine, rb, lambda: prop.propose(ids, ctx_new, B - 1, anchor=rb.anchor)[0],
+                             lambda: engine._step('verify'), lambda: engine._step('commit'), lambda: _mark(dev))
+        elif graph is not None: graph.replay(); m1 = m0                        # the whole round, one graph (draft time inside)
+        else: m1 = _round_body(engine, rb, lambda: prop.propose_device(engine.taps, engine.n_keep, rb.anchor),
+                               lambda: engine._step('verify'), lambda: engine._step('commit'), lambda: _mark(dev))
+        host[r].copy_(rb.rec, non_blocking=cuda)                               # (queued before round r+1 can rewrite it)
         if cuda: done[r] = torch.cuda.Event(); done[r].record()
         marks.append((m0, m1, _mark(dev)))
     launch(0)
@@ -1885,6 +1945,9 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
                          stop_token_ids:list|None=None, # stop after the first of these
                          pipelined:bool|None=None, # rounds queued on the device, the host reading each one a round behind
                                                    # (`_pipelined_rounds`; default: `PIPELINED` and a proposer with `propose_device`)
+                         round_graph:bool|None=None, # pipelined rounds after the first as one recorded graph (`_round_graph`;
+                                                     # default: the engine's `round_graph` attribute, else `ROUND_GRAPH`, where
+                                                     # `round_graph_ok`)
                         )->SimpleNamespace:
     "Lossless greedy speculative decoding on the engine; returns new tokens and acceptance statistics."
     from effqwen.specdec import as_proposer, accept_greedy
@@ -1898,6 +1961,11 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
         raise ValueError(f'prompt {P} + max_new_tokens {max_new_tokens} + block {B} exceed max_seq_len={engine.max_seq_len}: call setup() with a larger max_seq_len')
     stops = set(stop_token_ids or [])
     st = SimpleNamespace(acceptance_lengths=[], draft_s=0.0, verify_s=0.0)
+    if pipelined is None:
+        pipelined = PIPELINED and hasattr(prop, 'propose_device') and getattr(prop, 'max_seq_len', 0) >= P + max_new_tokens + B + 1
+    if round_graph is None: round_graph = getattr(engine, 'round_graph', ROUND_GRAPH) and round_graph_ok(engine, prop)
+    round_graph = bool(round_graph and pipelined)
+    if round_graph: _round_graph(engine, prop)                                 # recorded once per engine and proposer, before the timing
     t0 = _sync(dev)
     engine.prefill(input_ids)
     ctx_new = engine._prefill_feats[None] if prop.layer_ids else None
@@ -1913,10 +1981,8 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     blk, last = torch.zeros(B, dtype=torch.long, device=dev), engine.tok[:1]   # last: the anchor (the last committed token)
     kw = lambda: dict(anchor=last) if getattr(prop, 'takes_anchor', False) else {}   # `StaticDrafter` reads it on the device
     marks = []                                                                 # per round: (start, drafted, done)
-    if pipelined is None:
-        pipelined = PIPELINED and hasattr(prop, 'propose_device') and getattr(prop, 'max_seq_len', 0) >= P + max_new_tokens + B + 1
     if pipelined and not stopped and ids.shape[1] - P < max_new_tokens:
-        ids = _pipelined_rounds(engine, prop, ids, ctx_new, last, P, max_new_tokens, stops, st, marks)
+        ids = _pipelined_rounds(engine, prop, ids, ctx_new, last, P, max_new_tokens, stops, st, marks, round_graph=round_graph)
     while not pipelined and ids.shape[1] - P < max_new_tokens and not stopped:
         m0 = _mark(dev)
         draft, _ = prop.propose(ids, ctx_new, B - 1, **kw())
@@ -1942,6 +2008,8 @@ def speculative_generate(engine:Engine, # target engine, `tap_layers` = the draf
     st.draft_s, st.verify_s = sum(d for d, _ in st.round_s), sum(v for _, v in st.round_s)
     st.new_tokens = ids[:, P:]
     st.pipelined = bool(pipelined)                                             # which loop ran (`_pipelined_rounds` or the host loop)
+    st.round_graph = round_graph                                               # rounds after the first: one graph each, their
+                                                                               # time all in round_s's second part
     st.rounds = len(st.acceptance_lengths)
     st.tau = sum(st.acceptance_lengths) / max(1, st.rounds)
     st.tokens_per_s = st.new_tokens.shape[1] / max(1e-9, st.prefill_s + st.decode_s)

@@ -330,3 +330,26 @@ def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
         for r, got in enumerate(rs):
             for i, ((t, S), (t0, S0)) in enumerate(zip(got, ref)):
                 assert torch.equal(t, t0) and torch.equal(S, S0), (setting, on, r, i)
+
+@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
+def test_round_graph_equals_pipelined_rounds(dtype):
+    "A pipelined round replayed as one recorded graph gives the tokens and acceptance lengths of the round issued op by op."
+    from effqwen.engine import Engine, StaticDrafter, speculative_generate, round_graph_ok
+    from effqwen.dflash import DFlashDrafter, DFlashConfig
+    m = _models(dtype)['qwen3.5']
+    dr = DFlashDrafter(DFlashConfig.for_target(m, mask_token_id=255, block_size=16, num_hidden_layers=2, target_layer_ids=(0, 2),
+                                               initializer_range=0.2)).cuda().to(dtype).bind(m)
+    for bs in (16, 8):                      # (an engine verifying 8 rows with the block-16 drafter)
+        eng = Engine(m, max_seq_len=200, tap_layers=(0, 2), block_size=bs)
+        for W in (None, 20):
+            dr.set_sliding_window(W)
+            sd = StaticDrafter(dr, 200)
+            assert round_graph_ok(eng, sd)
+            for pr in _prompts():
+                for n in (40, 3):
+                    a = speculative_generate(eng, sd, pr, n, round_graph=False)
+                    b = speculative_generate(eng, sd, pr, n, round_graph=True)
+                    assert b.round_graph and not a.round_graph
+                    assert torch.equal(a.new_tokens, b.new_tokens) and a.acceptance_lengths == b.acceptance_lengths, (bs, W, n)
+                    if dtype == torch.float32: assert torch.equal(b.new_tokens.cuda(), greedy_generate(m, pr, n))
+            assert len(eng._round_graphs) >= 1 and id(sd) in eng._round_graphs   # recorded once per engine and proposer
