@@ -22,14 +22,15 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EA
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
-           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_argmax', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule',
-           'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep',
-           'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine',
-           'fragment_default', 'prefill_bucket', 'prefill_recorded', 'round_graph_ok', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode',
+           'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule',
+           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
+           'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket',
+           'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate', 'StaticDrafter', 'linears_ms',
+           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -388,6 +389,30 @@ if triton is not None:
         if DECODE:
             pos = tl.load(pos_ptr) + 1
             tl.store(pos_ptr, pos); tl.store(tok_ptr, idx); tl.store(out_ptr + pos, idx)
+
+    @triton.jit
+    def _block_kernel(anchor_ptr, d_ptr, tok_ptr, B, BB: tl.constexpr):
+        "A speculative round's block: tok[0] = the anchor, tok[1:B] = the first B-1 drafts."
+        i = tl.arange(0, BB)
+        v = tl.load(d_ptr + i - 1, mask=(i >= 1) & (i < B), other=0)
+        tl.store(tok_ptr + i, tl.where(i == 0, tl.load(anchor_ptr), v), mask=i < B)
+
+    @triton.jit
+    def _accept_kernel(tok_ptr, next_ptr, budget_ptr, keep_ptr, anchor_ptr, rec_ptr, B, BB: tl.constexpr):
+        """A verified block's greedy accept: n = 1 + the drafts tok[1:B] equal to the target's argmax next_tok[:B-1]
+        before the first that is not, at most the budget (at least 1); budget -= n, n_keep = n, the next anchor
+        next_tok[n-1], and the round's record [n, drafts, next_tok]."""
+        i = tl.arange(0, BB)
+        d = tl.load(tok_ptr + 1 + i, mask=i < B - 1, other=0)
+        t = tl.load(next_ptr + i, mask=i < B, other=0)
+        first = tl.min(tl.where((d != t) | (i >= B - 1), i, BB), 0)            # matching drafts before the first miss
+        bud = tl.load(budget_ptr)
+        n = tl.minimum(first + 1, tl.maximum(bud, 1))
+        tl.store(budget_ptr, bud - n); tl.store(keep_ptr, n)
+        tl.store(anchor_ptr, tl.load(next_ptr + n - 1))
+        tl.store(rec_ptr, n)
+        tl.store(rec_ptr + 1 + i, d, mask=i < B - 1)
+        tl.store(rec_ptr + B + i, t, mask=i < B)
 
     @triton.jit
     def _silu_round(acc, dt: tl.constexpr):
@@ -798,6 +823,27 @@ def fused_argmax(logits:torch.Tensor, # (T, V) rows
     if dec and T != 1: raise ValueError(f'fused_argmax with the decode bookkeeping takes one row, got {T}')
     _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
                                BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(logits))
+
+def fused_block(anchor:torch.Tensor, # (1,) int64 the last committed token
+                drafts:torch.Tensor, # (>= B-1,) int64 contiguous drafts
+                tok:torch.Tensor, # (B,) int64 the engine's block input, written
+               )->None:
+    "`tok[:1] = anchor; tok[1:] = drafts[:B-1]` in one kernel (two copies in torch)."
+    B = tok.numel()
+    if drafts.numel() < B - 1 or not drafts.is_contiguous(): raise ValueError(f'drafts: {drafts.numel()} contiguous tokens needed, at least B-1 = {B - 1}')
+    _block_kernel[(1,)](anchor, drafts, tok, B, BB=_np2(B), num_warps=1)
+
+def fused_accept(tok:torch.Tensor, # (B,) int64 the verified block: anchor, B-1 drafts
+                 next_tok:torch.Tensor, # (B,) int64 the target's argmax at each block row
+                 budget:torch.Tensor, # (1,) int64 tokens still to keep: decreased by n
+                 n_keep:torch.Tensor, # (1,) int64 set to n, what `commit` keeps
+                 anchor:torch.Tensor, # (1,) int64 set to next_tok[n-1], the next round's anchor
+                 rec:torch.Tensor, # (2B,) int64 set to [n, drafts, next_tok]
+                )->None:
+    "The greedy accept of a verified block and the round's bookkeeping in one kernel (about 14 small torch kernels)."
+    B = tok.numel()
+    if next_tok.numel() != B or rec.numel() != 2 * B: raise ValueError(f'next_tok ({next_tok.numel()}) / rec ({rec.numel()}): need B = {B} / 2B')
+    _accept_kernel[(1,)](tok, next_tok, budget, n_keep, anchor, rec, B, BB=_np2(B), num_warps=1)
 
 def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
                 )->torch.Tensor:
@@ -1840,9 +1886,16 @@ def _round_buffers(engine)->SimpleNamespace:
 def _round_body(engine, rb, draft, verify, commit, mark=lambda: None):
     """One greedy round on the device: `draft()` (B-1 or more device tokens after `rb.anchor`), the verify step, the
     accept (the longest prefix of drafts equal to the target's argmax: a cumprod), the kept count clamped to the budget,
-    the commit step, the next anchor and the round's record in `rb.rec`. Returns `mark()` taken after the draft."""
+    the commit step, the next anchor and the round's record in `rb.rec`. Returns `mark()` taken after the draft.
+    Where `round_kernels`, the block's assembly and everything from the accept to the record are two Triton kernels."""
     B = engine.block_size
     d = draft(); m1 = mark()
+    if round_kernels(engine):                                                  # the same, in two small kernels
+        fused_block(rb.anchor, d.reshape(-1), engine.tok)
+        verify()
+        fused_accept(engine.tok, engine.next_tok, rb.budget, engine.n_keep, rb.anchor, rb.rec)
+        commit()
+        return m1
     engine.tok[:1].copy_(rb.anchor); engine.tok[1:].copy_(d.reshape(-1)[:B - 1])   # (a drafter's block may be longer than B)
     verify()
     torch.eq(engine.tok[1:], engine.next_tok[:B - 1], out=rb.match)
@@ -1852,6 +1905,12 @@ def _round_body(engine, rb, draft, verify, commit, mark=lambda: None):
     rb.anchor.copy_(engine.next_tok.index_select(0, n - 1))                   # the target's token after the kept ones
     rb.rec[:1].copy_(n); rb.rec[1:B].copy_(engine.tok[1:]); rb.rec[B:].copy_(engine.next_tok)
     return m1
+
+ROUND_KERNELS = os.environ.get('EFFQWEN_ROUND_KERNELS', '1') == '1'   # a fused engine's round: block and accept as 2 Triton kernels
+
+def round_kernels(engine)->bool:
+    "Does a pipelined round of this engine take `fused_block` / `fused_accept` (a fused engine on a GPU or Triton's interpreter)?"
+    return ROUND_KERNELS and triton is not None and engine.fused and (engine.device.type == 'cuda' or _INTERPRET)
 
 def round_graph_ok(engine, prop)->bool:
     "Can the pipelined rounds of this engine and proposer be recorded as one graph (`_round_graph`)?"
@@ -1867,8 +1926,8 @@ def _round_graph(engine, prop)->'torch.cuda.CUDAGraph':
     import effqwen.kernels as K
     if not round_graph_ok(engine, prop):
         raise ValueError('a round graph needs a CUDA engine with recorded steps and a StaticDrafter with a recorded step: pass round_graph=False')
-    cache = engine.__dict__.setdefault('_round_graphs', {})
-    if id(prop) in cache and cache[id(prop)][0] is prop: return cache[id(prop)][1]
+    cache, key = engine.__dict__.setdefault('_round_graphs', {}), (id(prop), round_kernels(engine))
+    if key in cache and cache[key][0] is prop: return cache[key][1]
     rb, B, own, pg = _round_buffers(engine), engine.block_size, K.PDL, prop.graph
     def under(pdl, fn):
         def run(): K.PDL = pdl; return fn()
@@ -1881,7 +1940,7 @@ def _round_graph(engine, prop)->'torch.cuda.CUDAGraph':
                         under(own and 'verify' in PDL_STEPS, lambda: engine._run(B, 'verify')),
                         under(own and 'commit' in PDL_STEPS, engine._commit_step))
     finally: prop.graph, K.PDL = pg, own
-    cache[id(prop)] = (prop, g)
+    cache[key] = (prop, g)
     return g
 
 def _pipelined_rounds(engine, prop, ids, ctx_new, last, P:int, max_new:int, stops:set, st, marks:list,

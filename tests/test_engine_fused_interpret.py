@@ -214,3 +214,49 @@ SCRIPT_GDN_EARLY = textwrap.dedent('''
 def test_gdn_state_loaded_early_under_interpreter():
     "The one-token Gated-DeltaNet kernel with its state loaded before the PDL wait (`GDN_STATE_EARLY`) decodes the same tokens and states."
     _interpret(SCRIPT_GDN_EARLY, 600)
+
+ROUND = textwrap.dedent('''
+    import torch
+    import effqwen.engine as E
+    from effqwen.engine import Engine, speculative_generate, round_kernels
+    from effqwen.model import tiny_llama, greedy_generate
+    g = torch.Generator().manual_seed(0)
+    # the round's two kernels against the torch ops they replace: every accept length, budgets below / at / above it
+    for B in (16, 8, 5):
+        for case in range(12):
+            nt = torch.randint(0, 4, (B,), generator=g)
+            tok = torch.cat([torch.randint(0, 4, (1,), generator=g), torch.where(torch.rand(B - 1, generator=g) < 0.8, nt[:B - 1], nt[:B - 1] + 1)])
+            bud0 = torch.randint(-1, B + 2, (1,), generator=g)
+            bud, keep, anc, rec = bud0.clone(), torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.long), torch.zeros(2 * B, dtype=torch.long)
+            E.fused_accept(tok, nt, bud, keep, anc, rec)
+            n = torch.minimum((tok[1:] == nt[:B - 1]).long().cumprod(0).sum(0, keepdim=True) + 1, bud0.clamp(min=1))
+            assert keep.item() == n.item() and bud.item() == (bud0 - n).item() and anc.item() == nt[n - 1].item(), (B, tok, nt, bud0, keep, anc)
+            assert torch.equal(rec, torch.cat([n, tok[1:], nt])), rec
+            d, a, t = torch.randint(0, 99, (B + 3,), generator=g), torch.tensor([7]), torch.zeros(B, dtype=torch.long)
+            E.fused_block(a, d, t)
+            assert torch.equal(t, torch.cat([a, d[:B - 1]]))
+    # the pipelined loop on a fused engine takes them (under the interpreter), with a proposer wrong at fixed positions
+    class Oracle:
+        layer_ids, takes_anchor, block_size, max_seq_len = [], True, 16, 4096
+        def __init__(self, full, p): self.full, self.wrong = torch.cat([full[0], torch.zeros(32, dtype=torch.long)]), torch.rand(len(full[0]) + 32, generator=torch.Generator().manual_seed(1)) < p
+        def start(self): self.pos = torch.zeros(1, dtype=torch.long)
+        def _at(self, i): t = self.full[i]; return torch.where(self.wrong[i], (t + 1) % 256, t)
+        def propose(self, ids, ctx, n, *a, **kw): self.pos.fill_(ids.shape[1] - 1); return self._at(self.pos + 1 + torch.arange(n)), None
+        def propose_device(self, feats, n_new, anchor): self.pos += n_new; return self._at(self.pos + 1 + torch.arange(15))
+    m = tiny_llama(0, initializer_range=0.2)
+    eng = Engine(m, max_seq_len=64, fused=True)
+    assert round_kernels(eng)
+    pr = torch.randint(0, 255, (1, 9), generator=g)
+    ref = greedy_generate(m, pr, 20); full = torch.cat([pr, ref], 1)
+    for p in (0.3,):
+        a = speculative_generate(eng, Oracle(full, p), pr, 20)
+        E.ROUND_KERNELS = False
+        b = speculative_generate(eng, Oracle(full, p), pr, 20)
+        E.ROUND_KERNELS = True
+        assert a.pipelined and torch.equal(a.new_tokens, ref) and torch.equal(b.new_tokens, ref) and a.acceptance_lengths == b.acceptance_lengths, p
+    print('ok')
+''')
+
+def test_round_kernels_interpreted():
+    "The pipelined round's block and accept kernels equal the torch ops they replace, alone and in the loop."
+    _interpret(ROUND, timeout=600)

@@ -332,9 +332,12 @@ def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
                 assert torch.equal(t, t0) and torch.equal(S, S0), (setting, on, r, i)
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_round_graph_equals_pipelined_rounds(dtype):
-    "A pipelined round replayed as one recorded graph gives the tokens and acceptance lengths of the round issued op by op."
+def test_round_graph_equals_pipelined_rounds(dtype, monkeypatch):
+    """A pipelined round replayed as one recorded graph, and with its block and accept as two kernels (`ROUND_KERNELS`),
+    gives the tokens and acceptance lengths of the round's torch ops issued one by one."""
+    import effqwen.engine as E
     from effqwen.engine import Engine, StaticDrafter, speculative_generate, round_graph_ok
+    monkeypatch.setattr(E, 'ROUND_KERNELS', E.ROUND_KERNELS)
     from effqwen.dflash import DFlashDrafter, DFlashConfig
     m = _models(dtype)['qwen3.5']
     dr = DFlashDrafter(DFlashConfig.for_target(m, mask_token_id=255, block_size=16, num_hidden_layers=2, target_layer_ids=(0, 2),
@@ -347,9 +350,13 @@ def test_round_graph_equals_pipelined_rounds(dtype):
             assert round_graph_ok(eng, sd)
             for pr in _prompts():
                 for n in (40, 3):
-                    a = speculative_generate(eng, sd, pr, n, round_graph=False)
-                    b = speculative_generate(eng, sd, pr, n, round_graph=True)
-                    assert b.round_graph and not a.round_graph
-                    assert torch.equal(a.new_tokens, b.new_tokens) and a.acceptance_lengths == b.acceptance_lengths, (bs, W, n)
+                    E.ROUND_KERNELS = False
+                    a = speculative_generate(eng, sd, pr, n, round_graph=False)           # the round's torch ops, one by one
+                    for kern, rg in ((False, True), (True, False), (True, True)):
+                        E.ROUND_KERNELS = kern
+                        assert E.round_kernels(eng) == kern
+                        b = speculative_generate(eng, sd, pr, n, round_graph=rg)
+                        assert b.round_graph == rg and not a.round_graph
+                        assert torch.equal(a.new_tokens, b.new_tokens) and a.acceptance_lengths == b.acceptance_lengths, (bs, W, n, kern, rg)
                     if dtype == torch.float32: assert torch.equal(b.new_tokens.cuda(), greedy_generate(m, pr, n))
-            assert len(eng._round_graphs) >= 1 and id(sd) in eng._round_graphs   # recorded once per engine and proposer
+            assert any(k[0] == id(sd) for k in eng._round_graphs)   # recorded once per engine, proposer and round-kernel setting
