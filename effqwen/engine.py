@@ -1868,8 +1868,10 @@ def _mark(device):
 
 PIPELINED = True   # greedy speculative decoding with a `propose_device` proposer: device-side accept / commit, no sync per round
 # a pipelined round after the first replayed as one CUDA graph (draft, verify, accept, commit, next anchor, record): a
-# `StaticDrafter` on a GPU engine with recorded steps. Off: the round issues its ~20 small ops and three graphs one by one.
-ROUND_GRAPH = os.environ.get('EFFQWEN_ROUND_GRAPH', '0') == '1'
+# `StaticDrafter` on a GPU engine with recorded steps. Off: the round issues its small ops and three graphs one by one.
+# On by default since its H200 A/B (data/tables/round_graph.md: 1.169 -> 1.124 ms a round at SmolLM2's shape, with the
+# round kernels; the same tokens)
+ROUND_GRAPH = os.environ.get('EFFQWEN_ROUND_GRAPH', '1') == '1'
 
 def _round_buffers(engine)->SimpleNamespace:
     "The pipelined loop's device state, kept on the engine so a recorded round reads and writes the same tensors."
@@ -1909,8 +1911,10 @@ def _round_body(engine, rb, draft, verify, commit, mark=lambda: None):
 ROUND_KERNELS = os.environ.get('EFFQWEN_ROUND_KERNELS', '1') == '1'   # a fused engine's round: block and accept as 2 Triton kernels
 
 def round_kernels(engine)->bool:
-    "Does a pipelined round of this engine take `fused_block` / `fused_accept` (a fused engine on a GPU or Triton's interpreter)?"
-    return ROUND_KERNELS and triton is not None and engine.fused and (engine.device.type == 'cuda' or _INTERPRET)
+    """Does a pipelined round of this engine take `fused_block` / `fused_accept` (a fused engine on a GPU or Triton's
+    interpreter; an engine's own `round_kernels` attribute overrides `ROUND_KERNELS`)?"""
+    return (getattr(engine, 'round_kernels', ROUND_KERNELS) and triton is not None and engine.fused
+            and (engine.device.type == 'cuda' or _INTERPRET))
 
 def round_graph_ok(engine, prop)->bool:
     "Can the pipelined rounds of this engine and proposer be recorded as one graph (`_round_graph`)?"

@@ -565,6 +565,7 @@ def tally(o: dict, ref, ar: float, pre: float, r, sp: float) -> bool:
         o['round0_draft_s'] = o.get('round0_draft_s', 0.0) + r.round_s[0][0]; o['round0_verify_s'] = o.get('round0_verify_s', 0.0) + r.round_s[0][1]
     o['unmarked_s'] = o.get('unmarked_s', 0.0) + r.decode_s - r.draft_s - r.verify_s   # decode time outside the rounds' CUDA events
     o['pipelined_runs'] = o.get('pipelined_runs', 0) + int(getattr(r, 'pipelined', False))   # rounds queued on the device (engine.PIPELINED)
+    o['round_graph_runs'] = o.get('round_graph_runs', 0) + int(getattr(r, 'round_graph', False))   # rounds after the first as one graph
     # per prompt, DFlash's time per output token (benchmark.py): decode time (prefill excluded) / the run's own tokens
     o.setdefault('tpot_ar', []).append((ar - pre) / max(1, ref.shape[1]))
     o.setdefault('tpot_spec', []).append(r.decode_s / max(1, r.new_tokens.shape[1]))
@@ -686,9 +687,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
     env E2E_PLAIN=0 leaves the plain step out. `verify` (env E2E_VERIFY, e.g. 8): also the fused steps on an engine over
     the same target that verifies that many rows (the drafter drafts its whole block; runs `v<w>_fused...`). Env
     E2E_PDL_VERIFY=1: also the fused steps on the same engine with its verify graph recorded under programmatic dependent
-    launch (`effqwen.engine.PDL_STEPS` + verify; runs `pdlv_fused...`; the decode graph is already). Env E2E_ROUND_GRAPH=1:
-    also the fused steps on the same engine with each pipelined round after the first replayed as one recorded graph
-    (`effqwen.engine.ROUND_GRAPH`: draft, verify, accept, commit; runs `rg_fused...`). Writes
+    launch (`effqwen.engine.PDL_STEPS` + verify; runs `pdlv_fused...`; the decode graph is already). Env E2E_ROUND_AB=1:
+    also the fused steps on the same engine with each pipelined round issued op by op (no `effqwen.engine.ROUND_GRAPH`,
+    no `ROUND_KERNELS`: the loop before session 34; runs `ops_fused...`). Writes
     $OUT/data/results/drafter_e2e_step_ab_gpu.json, with windows or verify widths drafter_e2e_swa_gpu.json."""
     from effqwen.dflash import load_drafter
     from effqwen.drafter_opt import clone_drafter
@@ -714,15 +715,16 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
         own = E.PDL_STEPS                              # recorded under programmatic dependent launch too (PDL_STEPS is read
         try: E.PDL_STEPS = own + ('verify',); engines['pdlv_'] = Engine(int4, max_seq_len=maxlen, tap_layers=taps)   # at capture)
         finally: E.PDL_STEPS = own
-    if os.environ.get('E2E_ROUND_GRAPH') == '1':        # the same engine replaying each pipelined round after the first as one graph
-        engines['rg_'] = Engine(int4, max_seq_len=maxlen, tap_layers=taps); engines['rg_'].round_graph = True
+    if os.environ.get('E2E_ROUND_AB') == '1':           # the same engine issuing each pipelined round op by op, as before
+        engines['ops_'] = Engine(int4, max_seq_len=maxlen, tap_layers=taps)   # `ROUND_GRAPH` / `ROUND_KERNELS` (session 34)
+        engines['ops_'].round_graph = engines['ops_'].round_kernels = False
     compiled = DEV == 'cuda'
     sds = {f"{'fused' if fz else 'plain'}": StaticDrafter(d, maxlen, compile=compiled, fused=fz)
            for fz in ((True, False) if os.environ.get('E2E_PLAIN', '1') == '1' else (True,))}
     for W in windows:                                   # the recipe's sliding-window drafter (A6): the same weights, keys within W
         dw = clone_drafter(d); dw.set_sliding_window(W); sds[f'fused_swa{W}'] = StaticDrafter(dw, maxlen, compile=compiled, fused=True)
     # the W4A16 engine: the fused step (full attention) only; a shorter verify: the fused steps (full and windowed)
-    runs = {e: {k: sd for k, sd in sds.items() if not e or k == 'fused' or (e.startswith(('v', 'pdlv_', 'rg_')) and k.startswith('fused'))} for e in engines}
+    runs = {e: {k: sd for k, sd in sds.items() if not e or k == 'fused' or (e.startswith(('v', 'pdlv_', 'ops_')) and k.startswith('fused'))} for e in engines}
     stops, x = [tok.eos_token_id], bench['gsm8k'][0]
     step_ms, kprof, ts = {}, {}, {}
     for e, eng in engines.items():
@@ -771,8 +773,9 @@ def e2e(work: Path, out: Path, drafter_dir: Path, n_bench: int, n_long: int, win
                targets={e or 'bf16': 'W4A16Linear (INT4 kernels)' if e == 'w4a16_' else 'bf16 nn.Linear holding codes x scales (cuBLAS)'
                         + (f', verifying {e[1:-1]} rows' if e.startswith('v') else '')
                         + (', verify graph under programmatic dependent launch' if e == 'pdlv_' else '')
-                        + (', each pipelined round after the first replayed as one CUDA graph (`effqwen.engine.ROUND_GRAPH`)' if e == 'rg_' else '') for e in engines},
-               round_graph={e or 'bf16': bool(getattr(eng, 'round_graph', False)) for e, eng in engines.items()},
+                        + (', each pipelined round issued op by op (no round graph, no round kernels)' if e == 'ops_' else '') for e in engines},
+               round_graph={e or 'bf16': bool(getattr(eng, 'round_graph', E.ROUND_GRAPH)) for e, eng in engines.items()},
+               round_kernels={e or 'bf16': bool(E.round_kernels(eng)) for e, eng in engines.items()},
                pdl_steps=list(E.PDL_STEPS),
                eval_prompts={b: len(v) for b, v in bench.items()}, device=torch.cuda.get_device_name() if DEV == 'cuda' else 'cpu (dry run)',
                windows=list(windows), verify=list(verify), long_prompt_tokens=xl.shape[1] if xl is not None else None)
@@ -1082,10 +1085,13 @@ def _round_split(ev: dict) -> str:
     if not o or not all('round0_draft_s' in v for b, v in o.items() if b != 'all'): return ''
     bs = [b for b in o if b != 'all']
     f = lambda b: (o[b]['rounds'] - o[b]['n'], (o[b]['draft_s'] - o[b]['round0_draft_s']) * 1e3, (o[b]['verify_s'] - o[b]['round0_verify_s']) * 1e3)
-    return (" Per prompt, fused step on the bf16 engine (CUDA events; a later round = draft + verify/accept/commit; the first "
-            "round also takes the prompt's context rows where they were not projected during the prefill; outside = the loop's set-up and the one queued "
+    rg = all(o[b].get('round_graph_runs') == o[b]['n'] for b in bs)         # later rounds one graph each: their time is all in the second part
+    later = (lambda b: f"later {(f(b)[1] + f(b)[2]) / f(b)[0]:.3f} ms (one graph)") if rg else (lambda b: f"later {f(b)[1] / f(b)[0]:.3f} + {f(b)[2] / f(b)[0]:.3f} ms")
+    return (" Per prompt, fused step on the bf16 engine (CUDA events; a later round = "
+            + ("one recorded graph of draft, verify, accept and commit (`ROUND_GRAPH`)" if rg else "draft + verify/accept/commit")
+            + "; the first round also takes the prompt's context rows where they were not projected during the prefill; outside = the loop's set-up and the one queued "
             "round that turns out not to be needed): " + '; '.join(
-        f"{b} {o[b]['rounds'] / o[b]['n']:.0f} rounds, later {f(b)[1] / f(b)[0]:.3f} + {f(b)[2] / f(b)[0]:.3f} ms, "
+        f"{b} {o[b]['rounds'] / o[b]['n']:.0f} rounds, {later(b)}, "
         f"first {o[b]['round0_draft_s'] / o[b]['n'] * 1e3:.2f} + {o[b]['round0_verify_s'] / o[b]['n'] * 1e3:.2f} ms, "
         f"outside {o[b]['unmarked_s'] / o[b]['n'] * 1e3:.2f} ms" for b in bs) + '.')
 
@@ -1107,13 +1113,13 @@ def render_e2e(path: Path):
     from effqwen.core import render_table, write_table, provenance_line
     doc = json.loads(path.read_text()); ev, sm = doc['eval'], doc['step_ms']
     benches = [b for b in doc['eval_prompts'] if doc['eval_prompts'][b]]
-    eng_of = lambda k: k.split('_')[0] + '_' if k.startswith(('w4a16_', 'v', 'pdlv_', 'rg_')) else ''   # the engine: '', 'w4a16_', 'v8_', 'pdlv_', 'rg_'
+    eng_of = lambda k: k.split('_')[0] + '_' if k.startswith(('w4a16_', 'v', 'pdlv_', 'ops_')) else ''   # the engine: '', 'w4a16_', 'v8_', 'pdlv_', 'ops_'
     step_of = lambda k: k.removeprefix(eng_of(k)).split('_swa')[0]
     labels = {k: ('W4A16 kernels' if eng_of(k) == 'w4a16_' else 'bf16 codes × scales') + f", {step_of(k)} step"
                  + (f", sliding window {k.split('_swa')[1]}" if '_swa' in k else '')
                  + (f", verify {eng_of(k)[1:-1]}" if eng_of(k).startswith('v') else '')
                  + (', verify under PDL' if eng_of(k) == 'pdlv_' else '')
-                 + (', one graph per round' if eng_of(k) == 'rg_' else '') for k in ev}
+                 + (', rounds op by op' if eng_of(k) == 'ops_' else '') for k in ev}
     rows, cols, cap = speed_table(ev, labels, benches)
     for r, k in zip(rows, labels):
         e = eng_of(k); r['step'] = sm[f"draft_{k.removeprefix(e)}"]; r['tau'] = ev[k]['all']['tau']

@@ -99,7 +99,7 @@ def main():
         L = 64 + 128 + 64
         eng = Engine(m, max_seq_len=L, tap_layers=dr.target_layer_ids, convert=lambda l: W4A16Linear.from_float(l, group_size=128))
         r = res['qwen3.5-4b'] = bench('qwen3.5-4b', eng, StaticDrafter(dr, L, compile=True), x4, 128, 3, log)
-        r['config'] = dict(target='random weights, Qwen3.5-4B sizes, W4A16 g128 engine', drafter='reference 5 layers, W4A16 g128, window 1024, compiled', prompt_tokens=64)
+        r['config'] = dict(target='random weights, Qwen3.5-4B sizes, W4A16 g128 engine', drafter='reference 5 layers, W4A16 g128, window 1024, compiled, whole vocabulary (no draft vocabulary)', prompt_tokens=64)
     if not cuda: log('dry run on the CPU: no result written'); return
     from effqwen.core import write_result
     if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']
