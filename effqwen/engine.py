@@ -22,15 +22,15 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EA
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
-           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm',
-           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
-           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode',
-           'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule',
-           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
-           'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket',
-           'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default',
+           'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -1872,6 +1872,7 @@ PIPELINED = True   # greedy speculative decoding with a `propose_device` propose
 # On by default since its H200 A/B (data/tables/round_graph.md: 1.169 -> 1.124 ms a round at SmolLM2's shape, with the
 # round kernels; the same tokens)
 ROUND_GRAPH = os.environ.get('EFFQWEN_ROUND_GRAPH', '1') == '1'
+ROUND_GRAPHS_KEPT = 8   # recorded rounds an engine keeps (one per proposer and round-kernel setting; the oldest dropped first)
 
 def _round_buffers(engine)->SimpleNamespace:
     "The pipelined loop's device state, kept on the engine so a recorded round reads and writes the same tensors."
@@ -1944,6 +1945,7 @@ def _round_graph(engine, prop)->'torch.cuda.CUDAGraph':
                         under(own and 'verify' in PDL_STEPS, lambda: engine._run(B, 'verify')),
                         under(own and 'commit' in PDL_STEPS, engine._commit_step))
     finally: prop.graph, K.PDL = pg, own
+    while len(cache) >= ROUND_GRAPHS_KEPT: cache.pop(next(iter(cache)))     # (a proposer made per call would pile up graphs)
     cache[key] = (prop, g)
     return g
 
