@@ -3,7 +3,7 @@
 `dflash_loss` + backward + clip + AdamW on random response tokens and random bf16 features (the step's cost does not
 depend on their values), with the drafter's flex_attention in float32 and in bf16 (`effqwen.dflash.FLEX_DTYPE`, what
 `DRAFTER_ATTN_DTYPE=bfloat16` trains with), and how far the bf16 attention's loss and gradients are from float32's on
-the same weights and batch.
+the same weights and batch. Without a bundle under WORK the target is SmolLM2's sizes with random weights.
 
 Session 33's profile (`drafter_train_step_profile_h200.json`, float32 only) put flex_attention's backward at 11x its
 forward: in torch 2.13's source (the GPU has 2.11) inductor gives a float32 backward 16x16 tiles and one stage, bf16 on sm90 64x128 and three.
@@ -38,7 +38,12 @@ def main():
     dev = os.environ.get('DEV', 'cuda'); cuda = dev == 'cuda'; work = os.environ.get('WORK', '/tmp/xfer')
     B, S, N, layers, dv = (4, 4096, 512, 2, 16384) if cuda else (1, 128, 8, 1, 512)
     torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    target = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.float32).to(dev).eval()
+    if Path(f'{work}/smollm2').exists():
+        target, what = AutoModelForCausalLM.from_pretrained(f'{work}/smollm2', dtype=torch.float32).to(dev).eval(), 'SmolLM2-135M-Instruct'
+    else:                                       # no bundle on this machine: SmolLM2's sizes with random weights (the step's cost
+        from round_graph_bench import smollm2_shaped   # does not depend on the frozen embedding / head values)
+        target, what = smollm2_shaped(dev, torch.float32).eval(), 'random weights at SmolLM2-135M sizes'
+    print('target:', what, flush=True)
     cfg = DFlashConfig.for_target(target, mask_token_id=16, num_hidden_layers=layers, block_size=16, n_taps=4)
     m = DFlashDrafter(cfg).to(dev).bind(target)
     m.set_draft_vocab(torch.arange(dv))
@@ -90,7 +95,7 @@ def main():
     if os.environ.get('OUT'): os.environ['EFFQWEN_OUT'] = os.environ['OUT']
     gpu = torch.cuda.get_device_name().split()[-1].lower()
     print(write_result(f'drafter_train_step_attn_{gpu}', dict(batch=B, seq=S, anchors=N, layers=layers, draft_vocab=dv, runs=runs, speedup=speedup,
-                                                             agreement=agree, peak_gb=torch.cuda.max_memory_allocated() / 2**30,
+                                                             agreement=agree, peak_gb=torch.cuda.max_memory_allocated() / 2**30, target=what,
                                                              note='effqwen.dflash.dflash_loss + backward + clip + AdamW, float32 drafter with TF32, '
                                                                   'flex_attention block mask with q/k/v in float32 and in bf16 (FLEX_DTYPE), random tokens '
                                                                   'and bf16 features; per precision 3 warm-up steps, 5 timed, then one profiled '
