@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One drafter training lease on one nvidia-h200, in the call that follows the bundle's parts 1..3 (device_send.sh) and
 # the call that put the stage 1 to continue from at $INIT (default /tmp/init/stage1):
-#   OUT=$OUT EFFQWEN_GIT_SHA=<sha> scripts/drafter_lease.sh EXTRA_SEND_DIR ANSWERS_DIR     carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
+#   OUT=$OUT EFFQWEN_GIT_SHA=<sha> scripts/drafter_lease.sh EXTRA_SEND_DIR [ANSWERS_DIR]   carry [.devsite/bundle44/p4, .devsite/bundle44/manifest.json,
 #                                                                  EXTRA_SEND_DIR, ANSWERS_DIR, .whl]
 # 1. part 4 and `device_send.sh finish` (wheels, extra prompts, answers, assemble);
 # 2. probes (session 33: 50 s with the float32 step alone; results under $OUT): scripts/feature_speed.py,
@@ -17,16 +17,19 @@
 #   OUT=$OUT scripts/gpu_session.sh poll 540
 # Env: REGEN_DEADLINE (default 420), TRAIN_DEADLINE (default 800), STEPS1 / STEPS2 (default 6000 / 4000, scaled to the
 # deadline by `train`), INT4_PROMPTS (default 24576), EFFQWEN_GIT_SHA (pass it: the device's .git can be stale).
+# From scratch (session 34: a new build machine kept nothing outside git): INIT=none and ANSWERS_DIR '-' (or left out)
+# train stage 1 from random weights on answers all regenerated in this lease.
 # A lease whose answers tar already holds the pool's answers (session 33's .devsite/regen_s33: 54,258 of 57,344 BF16,
 # 21,348 of 24,576 INT4) needs little regeneration: REGEN_DEADLINE=180 INT4_PROMPTS=40960 TRAIN_DEADLINE=1050 adds INT4
 # answers to the pool's shuffled rows (drafter_answers_mix_s33.json: word problems under 15% of its INT4 text) and gives
 # the rest to training. By session 33's timings (held seconds): about 200 to the chain's start, regeneration its deadline
 # + 20, training TRAIN_DEADLINE + 60 (held-out accuracy after the steps), packing and e2e 100: 1,610 of 1,800 at these values.
 set -u
-W=${WORK:-/tmp/xfer}; INIT=${INIT:-/tmp/init/stage1}
-: "${OUT:?set OUT: OUT=\$OUT scripts/drafter_lease.sh ...}"; export OUT; [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send the newest .devsite/init_s*/stage1 first (README)"; exit 1; }
+W=${WORK:-/tmp/xfer}; INIT=${INIT:-/tmp/init/stage1}; ANS=${2:-}; [ "$ANS" = - ] && ANS=
+: "${OUT:?set OUT: OUT=\$OUT scripts/drafter_lease.sh ...}"; export OUT
+[ "$INIT" = none ] || [ -d "$INIT" ] || { echo "no stage 1 at $INIT: send the newest .devsite/init_s*/stage1 first (README), or INIT=none to train it from scratch"; exit 1; }
 BUNDLE=${BUNDLE:-.devsite/bundle44} scripts/device_send.sh part 4 > /dev/null || exit 1
-scripts/device_send.sh finish "${1:?EXTRA_SEND_DIR}" "${2:?ANSWERS_DIR}" 2>&1 | tail -1
+scripts/device_send.sh finish "${1:?EXTRA_SEND_DIR}" "$ANS" 2>&1 | tail -1
 [ -d "$W/smollm2" ] || { echo "assemble failed"; exit 1; }
 export PYTHONPATH=/tmp/site:. OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 WORK=$W timeout 120 python3 scripts/feature_speed.py 64 2>&1 | grep -E '^(float32|bfloat16|bf16)' | cut -c1-300
@@ -45,10 +48,12 @@ echo "bf16 features at $TOKS tokens/s: DRAFTER_FEATURE_TARGET=${DRAFTER_FEATURE_
 ATTN=$(python3 -c "import json,glob; f=glob.glob('$OUT/drafter_train_step_attn_*.json'); d=json.load(open(f[0])) if f else None; print('bfloat16' if d and d['speedup'] >= 1.1 and d['agreement']['grad_cosine'] >= 0.999 and d['agreement']['loss_rel_diff'] < 1e-3 else 'float32')")
 export DRAFTER_ATTN_DTYPE=${ATTN_DTYPE:-$ATTN}; echo "attention in training: DRAFTER_ATTN_DTYPE=$DRAFTER_ATTN_DTYPE (the probe's pick: $ATTN)"
 export EFFQWEN_REGEN_STATIC=1 EFFQWEN_REGEN_GQA=1 SOLO=1 E2E=1 NO_EVAL=1 SOLO_DRAFTERS=stage1,stage2 \
-  REGEN_TAR=$W/answers/regen_data.tar.xz EXTRA_PROMPTS=$W/extra/prompts_extra.json DRAFTER_INT4_PROMPTS=${INT4_PROMPTS:-24576} \
+  EXTRA_PROMPTS=$W/extra/prompts_extra.json DRAFTER_INT4_PROMPTS=${INT4_PROMPTS:-24576} \
   DRAFTER_PACK_LEN=4096 DRAFTER_BATCH=4 DRAFTER_ANCHORS=512 DRAFTER_PACK_ALIGNED=1 DRAFTER_STEPS1=${STEPS1:-6000} DRAFTER_STEPS2=${STEPS2:-4000} \
-  DRAFTER_FEATURE_DTYPE=bfloat16 DRAFTER_INIT_STAGE1=$INIT DRAFTER_KEEP_BEST=stage2 \
+  DRAFTER_FEATURE_DTYPE=bfloat16 DRAFTER_KEEP_BEST=stage2 \
   REGEN_DEADLINE=${REGEN_DEADLINE:-420} TRAIN_DEADLINE=${TRAIN_DEADLINE:-800}
+[ -z "$ANS" ] || export REGEN_TAR=$W/answers/regen_data.tar.xz           # an earlier lease's answers (none: every answer regenerated)
+[ "$INIT" = none ] || export DRAFTER_INIT_STAGE1=$INIT                      # (none: stage 1 from random weights)
 env | grep -E '^(DRAFTER_|REGEN_|TRAIN_|EFFQWEN_|E2E|SOLO|NO_EVAL|EXTRA_)' | sort | tr '\n' ' '; echo
 if [ -n "${NO_START:-}" ]; then echo "NO_START: chain not started"; exit 0; fi   # (a CPU dry run: DEV=cpu NO_START=1)
 WORK=$W scripts/gpu_session.sh start; date
