@@ -1681,6 +1681,7 @@ def _capture(self:Engine):
     import effqwen.kernels as K
     B, own = self.block_size, K.PDL
     steps = dict(decode=lambda: self._run(1, 'decode'), verify=lambda: self._run(B, 'verify'), commit=self._commit_step)
+    self.__dict__.pop('_round_graphs', None)   # recorded rounds read the buffers and kernels of the steps recorded before
     if DECODE_CHAIN < 1: raise ValueError(f'DECODE_CHAIN={DECODE_CHAIN}: decode steps per graph must be >= 1 (1: one graph per step)')
     self.graphs, self.decode_chain = {}, DECODE_CHAIN
     s = torch.cuda.Stream(self.device)

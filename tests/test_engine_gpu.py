@@ -360,3 +360,8 @@ def test_round_graph_equals_pipelined_rounds(dtype, monkeypatch):
                         assert torch.equal(a.new_tokens, b.new_tokens) and a.acceptance_lengths == b.acceptance_lengths, (bs, W, n, kern, rg)
                     if dtype == torch.float32: assert torch.equal(b.new_tokens.cuda(), greedy_generate(m, pr, n))
             assert any(k[0] == id(sd) for k in eng._round_graphs)   # recorded once per engine, proposer and round-kernel setting
+        # setup() allocates new step buffers and records the steps again: the rounds recorded over the old ones are dropped
+        eng.setup(220)
+        assert not getattr(eng, '_round_graphs', None)
+        pr = _prompts()[0]
+        assert torch.equal(speculative_generate(eng, sd, pr, 40, round_graph=True).new_tokens, speculative_generate(eng, sd, pr, 40, round_graph=False).new_tokens)
