@@ -42,8 +42,11 @@ nbtest: assets
 	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers 2 --skip_file_glob '15_kernels*'
 	TRITON_INTERPRET=1 $(VENV)/bin/nbdev_test --path nbs/15_kernels.ipynb
 
-# pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit
+# pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit.
+# Two workers (pytest-xdist), one thread each: most of the suite's time is Triton's interpreter (single-threaded Python,
+# one subprocess per test), so two workers take about half the wall time on a 2-core machine; worksteal balances the
+# few long interpreter tests against the many short ones.
 pytest: assets
-	$(VENV)/bin/pytest -q tests
+	OMP_NUM_THREADS=1 $(VENV)/bin/pytest -q -n 2 --dist worksteal tests
 
 test: sync-check nbtest pytest
