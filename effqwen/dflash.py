@@ -595,6 +595,30 @@ def held_loss(drafter:DFlashDrafter, input_ids:torch.Tensor, feats:torch.Tensor,
         tot += r.loss.item() * len(ids); acc += r.acc * len(ids); n += len(ids)
     return tot / max(n, 1), acc / max(n, 1)
 
+class _DraftLoss(nn.Module):
+    "`dflash_loss` as a module's forward, so that DDP (through `accelerate`) wraps the forward that uses the drafter's weights."
+    def __init__(self, drafter, n_anchors, gamma): super().__init__(); self.drafter, self.n_anchors, self.gamma = drafter, n_anchors, gamma
+    def forward(self, ids, feats, loss_mask, generator):
+        r = dflash_loss(self.drafter, ids, feats, loss_mask, self.n_anchors, self.gamma, generator)
+        return r.loss, torch.tensor(r.acc)
+
+def _dp_step(dp, drafter, target, input_ids, loss_mask, features, idx, params, clip, g)->tuple:
+    "One data-parallel step: this process's micro-batches of `idx` (r, r+W, ...), accumulated, synced, clipped; the mean loss and accuracy over every process."
+    acc, W, r = dp.acc, dp.acc.num_processes, dp.acc.process_index
+    seed = int(torch.randint(0, 2**62, (1,), generator=g))          # drawn alike on every process: micro-batch m anchors from seed + m
+    tl = ta = 0.0
+    for a in range(dp.A):
+        m = a * W + r; sel = idx[m * dp.mb:(m + 1) * dp.mb]
+        ids, lm = input_ids[sel].to(acc.device), loss_mask[sel].to(acc.device)
+        f = target_features(target, ids, drafter.target_layer_ids) if features is None else features[sel].to(acc.device)
+        with acc.accumulate(dp.mod):
+            loss, hit = dp.mod(ids, f, lm, torch.Generator().manual_seed(seed + m))
+            acc.backward(loss)
+            if acc.sync_gradients: acc.clip_grad_norm_(params, clip)
+            dp.opt.step(); dp.opt.zero_grad(set_to_none=True)
+        tl += loss.item(); ta += float(hit)
+    return tuple(acc.reduce(torch.tensor([tl / dp.A, ta / dp.A], device=acc.device), 'mean').tolist())
+
 def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   target, # frozen target (features only)
                   input_ids:torch.Tensor, # (n_seq, S) token chunks
@@ -611,15 +635,27 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   held:tuple|None=None, # (input_ids, features, loss_mask) of held-out chunks, for the curve below
                   eval_every:int=0, # record the held-out loss / accuracy every n steps and after the last (0 = never)
                   keep_best:bool=False, # with `held`: end on the weights of the curve's lowest held-out loss (early stopping)
+                  grad_accum:int=1, # micro-batches per optimizer step on each process (`batch_size` is split over processes x these)
+                  accelerator=None, # an `accelerate.Accelerator` (its gradient_accumulation_steps = grad_accum): data parallel over its processes
                  )->SimpleNamespace:
     """Train the drafter's layers, fc and norms on the target's features; returns per-step losses/accuracies and, with
     `held` and `eval_every`, the held-out curve `held_curve` [(step, loss, acc)] (same anchors each time, own RNG: the
     training run itself is unchanged). `keep_best` then restores the weights of the curve's lowest point (`best_step`),
-    as a small data set overfits late in the schedule."""
+    as a small data set overfits late in the schedule.
+
+    Data parallel (as `qad_train`): with an `accelerator` of W processes or `grad_accum` A > 1, each step's `batch_size`
+    chunks are drawn alike on every process and split into W·A micro-batches; process r takes micro-batches r, r+W, ...
+    through DDP (`accelerate`), each with its own anchor generator seeded from the step's draw, so W processes equal one
+    process with A = W (the test in `tests/test_dflash_ddp.py`). With W·A = 1 the loop is the single-process one."""
     if (held is None) != (eval_every <= 0): raise ValueError(f'held={held is not None}, eval_every={eval_every}: pass both (held-out chunks and a step interval) or neither')
     if keep_best and held is None: raise ValueError('keep_best=True needs held= and eval_every= (it keeps the lowest held-out loss)')
     if input_ids.shape != loss_mask.shape: raise ValueError(f'input_ids {tuple(input_ids.shape)} and loss_mask {tuple(loss_mask.shape)} differ')
     if steps < 1: raise ValueError(f'steps={steps}: need at least one step')
+    W = accelerator.num_processes if accelerator is not None else 1
+    if grad_accum < 1 or batch_size % (W * grad_accum):
+        raise ValueError(f'batch_size={batch_size} does not split over {W} process(es) x grad_accum={grad_accum}: use a multiple of {W * max(1, grad_accum)}')
+    if accelerator is not None and accelerator.gradient_accumulation_steps != grad_accum:
+        raise ValueError(f'accelerator.gradient_accumulation_steps={accelerator.gradient_accumulation_steps} but grad_accum={grad_accum}: make them equal')
     if features is None: check_target(drafter.cfg, target)
     elif features.shape[:2] != input_ids.shape or features.shape[-1] != drafter.fc.in_features:
         raise ValueError(f'features {tuple(features.shape)} do not match input_ids {tuple(input_ids.shape)} x {drafter.fc.in_features} (taps x hidden): recompute them with target_features')
@@ -629,18 +665,29 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_with_warmup(s, steps, warmup))
     losses, accs, curve, t0 = [], [], [], time.perf_counter()
     drafter.train()
+    dp = None
+    if W * grad_accum > 1:
+        from accelerate import Accelerator
+        acc_ = accelerator or Accelerator(gradient_accumulation_steps=grad_accum, cpu=not torch.cuda.is_available())
+        mod, dopt = acc_.prepare(_DraftLoss(drafter, n_anchors, gamma), opt)   # the scheduler is stepped by hand, once per step
+        dp = SimpleNamespace(acc=acc_, mod=mod, opt=dopt, A=grad_accum, mb=batch_size // (W * grad_accum))
+        progress = progress and acc_.is_main_process
     bar = range(steps)
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(bar, desc='drafter', leave=False)
     for step in bar:
         idx = torch.randint(0, input_ids.shape[0], (batch_size,), generator=g)
-        ids, lm = input_ids[idx].to(drafter.fc.weight.device), loss_mask[idx].to(drafter.fc.weight.device)
-        f = target_features(target, ids, drafter.target_layer_ids) if features is None else features[idx].to(ids.device)
-        r = dflash_loss(drafter, ids, f, lm, n_anchors, gamma, g)
-        opt.zero_grad(set_to_none=True); r.loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, clip); opt.step(); sched.step()
-        losses.append(r.loss.item()); accs.append(r.acc)
+        if dp is None:
+            ids, lm = input_ids[idx].to(drafter.fc.weight.device), loss_mask[idx].to(drafter.fc.weight.device)
+            f = target_features(target, ids, drafter.target_layer_ids) if features is None else features[idx].to(ids.device)
+            r = dflash_loss(drafter, ids, f, lm, n_anchors, gamma, g)
+            opt.zero_grad(set_to_none=True); r.loss.backward()
+            torch.nn.utils.clip_grad_norm_(params, clip); opt.step(); sched.step()
+            losses.append(r.loss.item()); accs.append(r.acc)
+        else:
+            l, a = _dp_step(dp, drafter, target, input_ids, loss_mask, features, idx, params, clip, g); sched.step()
+            losses.append(l); accs.append(a)
         if log_every and (step + 1) % log_every == 0: log.info('step %d/%d loss %.4f acc %.3f', step + 1, steps, losses[-1], accs[-1])
         if held is not None and ((step + 1) % eval_every == 0 or step + 1 == steps):
             curve.append((step + 1, *held_loss(drafter, *held, n_anchors=n_anchors, gamma=gamma, batch_size=batch_size))); drafter.train()
