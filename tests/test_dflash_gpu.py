@@ -47,3 +47,36 @@ def test_bf16_attention_close_to_fp32():
     l16, g16 = _loss_grads(m, ids, feats, lm, True)
     assert abs(l16 - l32) <= 1e-2 * abs(l32) and l16 != l32          # close, and the bf16 path did run
     assert torch.nn.functional.cosine_similarity(g16, g32, dim=0) > 0.999
+
+def test_grad_accum_through_accelerate_equals_hand_accumulation():
+    """`train_drafter(grad_accum=2)` on CUDA (accelerate, the loss module, flex attention with gradients) takes the step
+    a hand-written accumulation of the same two micro-batches takes: their anchors from the step's drawn seed + m, each
+    loss / 2, one clipped AdamW step at the first step's lr. (Adam's first step is about lr x sign(grad): other chunks or
+    anchors move the weights elsewhere; the tolerance allows reduction-order noise in a few near-zero gradients.)"""
+    from effqwen.dflash import train_drafter
+    m, ids, feats, lm = _setup(B=4, S=128)
+    w0 = [v.detach().clone() for v in m.state_dict().values()]
+    ref = DFlashDrafter(m.cfg).cuda().bind(tiny_llama(0, torch.float32, initializer_range=0.2).cuda())
+    ref.load_state_dict(m.state_dict()); ref.train()
+    train_drafter(m, None, ids, lm, steps=1, batch_size=4, n_anchors=16, lr=1e-3, features=feats, grad_accum=2, seed=3)
+    g = torch.Generator().manual_seed(3)
+    idx = torch.randint(0, ids.shape[0], (4,), generator=g); s = int(torch.randint(0, 2**62, (1,), generator=g))
+    params = [p for p in ref.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)
+    for k in range(2):
+        sel = idx[2 * k:2 * k + 2].cuda()
+        (dflash_loss(ref, ids[sel], feats[sel], lm[sel], 16, 7.0, torch.Generator().manual_seed(s + k)).loss / 2).backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0); opt.step()
+    dm = torch.cat([(a - b).flatten() for a, b in zip(m.state_dict().values(), w0)])
+    dr = torch.cat([(a - b).flatten() for a, b in zip(ref.state_dict().values(), w0)])
+    assert dr.norm() > 0
+    assert (dm - dr).norm() <= 1e-2 * dr.norm(), ((dm - dr).norm().item(), dr.norm().item())
+    # the check can fail: the same step with the two micro-batches' anchor seeds swapped lands elsewhere
+    ref.load_state_dict(dict(zip(m.state_dict().keys(), w0))); ref.zero_grad(set_to_none=True)
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.0)
+    for k in range(2):
+        sel = idx[2 * k:2 * k + 2].cuda()
+        (dflash_loss(ref, ids[sel], feats[sel], lm[sel], 16, 7.0, torch.Generator().manual_seed(s + 1 - k)).loss / 2).backward()
+    torch.nn.utils.clip_grad_norm_(params, 1.0); opt.step()
+    dx = torch.cat([(a - b).flatten() for a, b in zip(ref.state_dict().values(), w0)])
+    assert (dm - dx).norm() > 0.1 * dr.norm(), (dm - dx).norm().item()
