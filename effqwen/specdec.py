@@ -16,7 +16,7 @@ log = logging.getLogger('effqwen.specdec')
 
 # %% auto #0
 __all__ = ['log', 'accept_greedy', 'accept_sample', 'snapshot_recurrent', 'restore_recurrent', 'crop_attention', 'decoder_layers',
-           'rollback', 'DFlashProposer', 'as_proposer', 'prefill', 'verify', 'speculative_generate']
+           'rollback', 'DFlashProposer', 'as_proposer', 'prefill', 'verify', 'speculative_generate', 'Oracle']
 
 # %% ../nbs/09_specdec.ipynb #c1caff72
 def accept_greedy(draft:torch.Tensor, # (n,) proposed tokens d_1..d_n
@@ -225,3 +225,16 @@ def speculative_generate(target, # transformers causal LM (dense or hybrid Qwen3
     st.tau = sum(st.acceptance_lengths) / max(1, st.rounds)
     st.tokens_per_s = st.new_tokens.shape[1] / max(1e-9, st.prefill_s + st.decode_s)
     return st
+
+# %% ../nbs/09_specdec.ipynb #dd3e124f
+class Oracle:
+    "A proposer for checks: the reference continuation `ref` (prompt + target greedy), each drafted token corrupted with probability `p_wrong`, so rounds are rejected at every offset of the block."
+    layer_ids = []
+    def __init__(self, ref, block_size=8, p_wrong=0.2, seed=0, vocab=256):
+        self.ref, self.block_size, self.p_wrong, self.seed, self.vocab = ref, block_size, p_wrong, seed, vocab
+    def start(self): self.g = torch.Generator().manual_seed(self.seed)
+    def propose(self, ids, ctx_new, n, temperature=0.0, top_p=1.0, generator=None):
+        T = ids.shape[1]
+        true = torch.cat([self.ref[0, T:T + n], torch.zeros(max(0, T + n - self.ref.shape[1]), dtype=torch.long)])
+        wrong = torch.rand(n, generator=self.g) < self.p_wrong
+        return torch.where(wrong, (true + 1) % self.vocab, true), None

@@ -11,19 +11,7 @@ import torch
 from effqwen.core import write_result, set_determinism
 from effqwen.model import tiny_qwen35, greedy_generate
 from effqwen.dflash import DFlashConfig, DFlashDrafter
-from effqwen.specdec import speculative_generate
-
-
-class Corrupted:
-    "A proposer that drafts the reference continuation with each token wrong with probability p (acceptances at every offset)."
-    layer_ids = []
-    def __init__(self, full, block_size, p, seed, vocab):
-        self.full, self.block_size, self.p, self.seed, self.vocab = full, block_size, p, seed, vocab
-    def start(self): self.g = torch.Generator().manual_seed(self.seed)
-    def propose(self, ids, ctx_new, n, temperature=0.0, top_p=1.0, generator=None):
-        T = ids.shape[1]
-        true = torch.cat([self.full[0, T:T + n], torch.zeros(max(0, T + n - self.full.shape[1]), dtype=torch.long)])
-        return torch.where(torch.rand(n, generator=self.g) < self.p, (true + 1) % self.vocab, true), None
+from effqwen.specdec import speculative_generate, Oracle
 
 
 def main():
@@ -43,8 +31,8 @@ def main():
         L = int(torch.randint(1, 65, (1,), generator=g))
         pr = torch.randint(0, V - 1, (1, L), generator=g)
         ref = greedy_generate(tq, pr, a.new); full = torch.cat([pr, ref], 1)
-        props = {'untrained DFlash': dr, 'reference, p_wrong 0.2': Corrupted(full, a.block, 0.2, i, V),
-                 'reference, p_wrong 0.5': Corrupted(full, a.block, 0.5, i, V)}
+        props = {'untrained DFlash': dr, 'reference, p_wrong 0.2': Oracle(full, a.block, 0.2, i, V),
+                 'reference, p_wrong 0.5': Oracle(full, a.block, 0.5, i, V)}
         for name, p in props.items():
             for mode in ('mixers', 'forward'):
                 r = speculative_generate(tq, p, pr, a.new, block_size=a.block, rollback_mode=mode)
