@@ -1047,17 +1047,18 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
 
-def _attn_tiles(D:int, device, T:int=1)->tuple:
+def _attn_tiles(D:int, device, T:int=1, esize:int=2)->tuple:
     "(BL, stages) of the split-K attention for T rows: `ATTN_BL`, `ATTN_STAGES` (T > 1: `ATTN_VERIFY_TILES`), fewer stages (then keys) where a GPU's shared memory is smaller."
     bl, ns = (ATTN_BL, ATTN_STAGES) if T == 1 else ATTN_VERIFY_TILES
     if device.type != 'cuda' or _INTERPRET: return bl, ns
     if device not in _SMEM: _SMEM[device] = triton.runtime.driver.active.utils.get_device_properties(device.index or 0)['max_shared_mem']
-    return _fit_tiles(bl, ns, D, _SMEM[device])
+    return _fit_tiles(bl, ns, D, _SMEM[device], esize)
 _SMEM: dict = {}
 
-def _fit_tiles(bl:int, ns:int, D:int, smem:int)->tuple:
-    "(BL, stages) whose bf16 key + value tiles fit `smem` bytes less 16 KB: stages down to 2 first, then keys down to 16."
-    while ns * 2 * bl * D * 2 > smem - 16384 and (ns > 2 or bl > 16):
+def _fit_tiles(bl:int, ns:int, D:int, smem:int, esize:int=2)->tuple:
+    """(BL, stages) whose key + value tiles of `esize`-byte elements (2: bf16 / fp16, 4: a float32 cache) fit `smem` bytes
+    less 16 KB: stages down to 2 first, then keys down to 16."""
+    while ns * 2 * bl * D * esize > smem - 16384 and (ns > 2 or bl > 16):
         if ns > 2: ns -= 1
         else: bl //= 2
     return bl, ns
@@ -1079,7 +1080,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     BR, NS = max(16, _np2(T * rep)), triton.cdiv(Lmax, chunk)
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
-    (bl, ns), nw = _attn_tiles(D, q.device, T), ATTN_WARPS
+    (bl, ns), nw = _attn_tiles(D, q.device, T, kc.element_size()), ATTN_WARPS
     pdl = _pdl(q)
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,

@@ -47,6 +47,14 @@ def test_greedy_equals_hf(dtype):
             if dtype == torch.float32: assert torch.equal(out, ref), (name, pr.shape)
             else: _agree_up_to_ties(m, pr, out, ref)   # bf16: block vs token-by-token rounding may flip a near-tie
 
+def test_greedy_equals_hf_float32_head_dim_256():
+    "The 4B's attention head dim (256) with a float32 cache: the split-K attention's key / value tiles must fit shared memory at 4 bytes per element (they were sized for bf16 and failed to launch)."
+    from effqwen.engine import Engine
+    m = tiny_qwen35(0, torch.float32, initializer_range=0.2, head_dim=256).cuda()
+    eng = Engine(m, max_seq_len=160)
+    assert eng.fused
+    for pr in _prompts(): assert torch.equal(eng.generate(pr, 24), greedy_generate(m, pr, 24)), pr.shape
+
 def test_verify_commit_equal_hf():
     from effqwen.engine import Engine
     m = _models(torch.float32)['qwen3.5']
