@@ -25,7 +25,7 @@ three ways in one run:
                                                        # correction MMAs / without its dequantize (wrong products, time only)
     python scripts/gluon_stream_probe.py compute-sub136 [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m16.json: the
                                                        # plain kernel at M = 16 per shape, SUB136 off and on
-    python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md
+    python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md, kernel_split_probe.md, ...
 """
 import argparse, itertools, json, os, time, traceback
 import torch
@@ -393,6 +393,18 @@ def render():
     lines += ['', 'Least-squares line per K: ' + '; '.join(f"K = {k}: {f['fixed_us']:.2f} µs per call plus the bytes at {f['tb_s']:.2f} TB/s"
                                                        for k, f in bd['fits'].items()) + '.', '', bd['note'], '', provenance_line(bd)]
     print(write_table('kernel_boundary_probe', '\n'.join(lines), bd['provenance']['profile']))
+    sp = json.load(open(f'data/results/{SPLIT_NAME}.json'))
+    T = ('memset', 'read', 'chain', 'chain+pdl')
+    lines = ['### Split-K of the fragment kernel: the fastest config per timing, split and unsplit (µs per call, one H200 run)', '',
+             '| N×K | M | timing | fastest (any split) | µs | fastest unsplit | µs | unsplit / split |', '|---|---|---|---|---|---|---|---|']
+    for r in sp['rows']:
+        for t in T:
+            b, u = r.get(f'best_{t}'), r.get(f'best_unsplit_{t}')
+            if not (b and u): continue
+            tb, tu = r['configs'][b][t], r['configs'][u][t]
+            lines.append(f"| {r['N']}×{r['K']} | {r['M']} | {t} | {b} | {tb:.2f} | {u} | {tu:.2f} | {tu / tb:.2f}× |")
+    lines += ['', sp['note'] + '; every config is in the JSON.', '', provenance_line(sp)]
+    print(write_table('kernel_split_probe', '\n'.join(lines), sp['provenance']['profile']))
 
 SPLIT_NAME = 'kernel_split_probe_h200'
 SPLIT_SHAPES = [(2560, 9216), (2560, 4096)]   # the engine's plain products with the fewest CTAs (160 row blocks: 1.2 per SM)

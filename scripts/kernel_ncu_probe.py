@@ -1,0 +1,105 @@
+"""Nsight Compute counters of the M = 1 W4A16 kernels, each launch alone with the caches flushed (GPU diagnostic for
+issue 7's isolated-time target): the Gluon fragment kernel in several configs, torch's tinygemm int4 and a plain
+streaming read of the same bytes, at the down projection (2560 x 9216), the gate/up-sized 9216 x 2560, and the down
+projection at M = 16. ncu replays each launch per counter pass (`--cache-control all`: caches flushed before each pass,
+`--clock-control none`: the GPU's own clocks, as the benchmarks run), so every row is one kernel alone, like
+`effqwen.kernels._bench`. What it is for: where a kernel that streams the same bytes as the read kernel spends the
+other half of its time (warps resident, instructions per warp, stall reasons per issued instruction).
+
+    python scripts/kernel_ncu_probe.py [--out DIR]   # GPU with ncu on PATH -> data/results/kernel_ncu_probe_h200.json
+    python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
+    python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md
+"""
+import argparse, csv, io, json, os, shutil, subprocess, sys, time
+from pathlib import Path
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent)); sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+NAME = 'kernel_ncu_probe_h200'
+KERNELS = 'regex:read_words|w4_fragment_kernel|tinygemm'
+# (N, K, M): [(WK, WM, DEPTH, split), ...]
+RUNS = {(2560, 9216, 1): [(8, 1, 0, 1), (8, 1, 1, 1), (4, 1, 1, 6)], (9216, 2560, 1): [(4, 1, 0, 1), (4, 1, 1, 1)],
+        (2560, 9216, 16): [(8, 1, 0, 1), (4, 1, 0, 3)]}
+METRICS = ['gpu__time_duration.sum', 'dram__bytes_read.sum', 'dram__throughput.avg.pct_of_peak_sustained_elapsed',
+           'launch__grid_size', 'launch__block_size', 'launch__registers_per_thread', 'launch__shared_mem_per_block_dynamic',
+           'sm__warps_active.avg.pct_of_peak_sustained_active', 'smsp__issue_active.avg.pct_of_peak_sustained_active',
+           'smsp__inst_executed.sum', 'sm__cycles_active.avg', 'gpc__cycles_elapsed.max'] + [
+           f'smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio'
+           for s in ('long_scoreboard', 'short_scoreboard', 'wait', 'barrier', 'lg_throttle', 'math_pipe_throttle', 'mio_throttle',
+                     'no_instruction', 'not_selected', 'selected', 'dispatch_stall', 'membar', 'sleeping')]
+
+def target():
+    "The launches, in order; their labels to stdout as one JSON line (ncu matches them to its rows by order)."
+    import triton
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from gluon_stream_probe import _read_kernel, _w4_copy
+    rk, labels, calls = _read_kernel(), [], []
+    torch.manual_seed(0)
+    for (N, K, M), cfgs in RUNS.items():
+        w, s = _w4_copy(N, K)
+        x, y = torch.randn(M, K, device='cuda').to(torch.bfloat16), torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
+        if M == 1:
+            nw = w.numel(); grid = (triton.cdiv(nw, 4096),); part = torch.empty(grid[0], dtype=torch.int32, device='cuda')
+            calls.append(lambda w=w, nw=nw, grid=grid, part=part: rk[grid](w, part, nw, BLOCK=1024, ITERS=4, num_warps=4))
+            labels.append(f'{N}x{K} M={M} stream read (same bytes)')
+            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
+            tg = Kn._tinygemm(wp, s, 128)
+            calls.append(lambda x=x, tg=tg: torch.ops.aten._weight_int4pack_mm(x, tg[0], 128, tg[1]))
+            labels.append(f'{N}x{K} M={M} tinygemm int4')
+        for WK, WM, D, S in cfgs:
+            calls.append(lambda x=x, w=w, s=s, y=y, c=(WK, WM, D), S=S: G.w4a16_fragment_matmul(x, w, s, c, out=y, split=S))
+            labels.append(f'{N}x{K} M={M} gluon wk{WK} d{D} s{S}')
+    torch.cuda.synchronize()
+    for c in calls: c()   # (each Triton / Gluon kernel compiles at its first call; ncu profiles the launch that follows)
+    torch.cuda.synchronize()
+    print('LABELS ' + json.dumps(labels), flush=True)
+
+def run(out: str | None):
+    from effqwen.core import write_result
+    ncu = shutil.which('ncu') or '/usr/local/cuda/bin/ncu'
+    if not os.path.exists(ncu): raise SystemExit('needs Nsight Compute (ncu)')
+    t0 = time.time()
+    p = subprocess.run([ncu, '--cache-control', 'all', '--clock-control', 'none', '--kernel-name', KERNELS, '--metrics', ','.join(METRICS),
+                        '--csv', sys.executable, __file__, 'target'], capture_output=True, text=True, timeout=540)
+    labels = json.loads(next(l for l in p.stdout.splitlines() if l.startswith('LABELS '))[7:])
+    rows = {}
+    for r in csv.DictReader(io.StringIO('\n'.join(l for l in p.stdout.splitlines() if l.startswith('"')))):
+        rows.setdefault(r['ID'], dict(kernel=r['Kernel Name'][:80], metrics={}))['metrics'][r['Metric Name']] = float(r['Metric Value'].replace(',', '') or 'nan')
+    prof = [rows[k] for k in sorted(rows, key=int)]
+    # every label's kernel is the last matching launch of its call (a call may launch more than one matching kernel: none here)
+    if len(prof) != len(labels):   # (labels by order only hold when each call launched one matching kernel: keep the names then)
+        print(f'{len(prof)} profiled launches for {len(labels)} labels; labelled by kernel name', p.stderr[-1500:], flush=True)
+        labels = [f"{r['kernel'][:40]} #{i}" for i, r in enumerate(prof)]
+    res = [dict(label=l, **r) for l, r in zip(labels, prof)]
+    for r in res:
+        m = r['metrics']; w = m['launch__grid_size'] * m['launch__block_size'] / 32
+        r['warps'] = w; r['inst_per_warp'] = m['smsp__inst_executed.sum'] / w
+        r['us'] = m['gpu__time_duration.sum'] / 1e3; r['tb_s'] = m['dram__bytes_read.sum'] / m['gpu__time_duration.sum'] / 1e3
+        print(r['label'], round(r['us'], 2), 'us', round(r['tb_s'], 2), 'TB/s', {k: m[k] for k in METRICS[7:10]}, flush=True)
+    if out: os.environ['EFFQWEN_OUT'] = out
+    print(write_result(NAME, dict(rows=res, metrics=METRICS, ncu=subprocess.run([ncu, '--version'], capture_output=True, text=True).stdout.strip().splitlines()[-1],
+                                  wall_s=time.time() - t0,
+                                  note='Nsight Compute, each launch alone (--cache-control all, --clock-control none); us = gpu__time_duration; '
+                                       'tb_s = DRAM bytes read / duration; warps = grid x block / 32; inst_per_warp = smsp__inst_executed / warps; '
+                                       'stall ratios = warps stalled for that reason per issued instruction (smsp__average_warps_issue_stalled_*)'), 'gpu'))
+
+def render():
+    from effqwen.core import write_table, provenance_line
+    doc = json.loads(Path(f'data/results/{NAME}.json').read_text())
+    st = ('long_scoreboard', 'wait', 'barrier', 'short_scoreboard', 'math_pipe_throttle')
+    lines = ['### The M = 1 W4A16 kernels under Nsight Compute, each launch alone (one H200 run)', '',
+             '| kernel | µs | TB/s | warps | instructions per warp | warps active % | issue active % | ' + ' | '.join(s.replace('_', ' ') for s in st) + ' |',
+             '|---|---|---|---|---|---|---|' + '---|' * len(st)]
+    for r in doc['rows']:
+        m = r['metrics']
+        lines.append(f"| {r['label']} | {r['us']:.2f} | {r['tb_s']:.2f} | {r['warps']:.0f} | {r['inst_per_warp']:.0f} | "
+                     f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']:.1f} | {m['smsp__issue_active.avg.pct_of_peak_sustained_active']:.1f} | "
+                     + ' | '.join(f"{m[f'smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio']:.2f}" for s in st) + ' |')
+    lines += ['', doc['note'] + f"; {doc['ncu']}.", '', provenance_line(doc)]
+    print(write_table('kernel_ncu_probe', '\n'.join(lines), doc['provenance']['profile']))
+
+if __name__ == '__main__':
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'target', 'render']); ap.add_argument('--out')
+    a = ap.parse_args()
+    {'run': lambda: run(a.out), 'target': target, 'render': render}[a.stage]()
