@@ -30,7 +30,9 @@ three ways in one run:
 import argparse, itertools, json, os, time, traceback
 import torch
 
-SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16)]   # (N, K, M)
+SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16), (2560, 9216, 16)]   # (N, K, M)
+RUN_SPLIT = {(2560, 9216, 1): [(4, 1, 6)], (2560, 9216, 16): [(4, 1, 3)]}   # (WK, DEPTH, S): the split probe's fastest alone
+RUN_BCQ = (1,)   # row counts with the Gluon BCQ 3-plane kernel beside (issue 7: BCQ3 >= 1.2x W4A16 at M = 1)
 CANDS = [(4, 1, 2), (4, 1, 1), (4, 1, 0), (8, 1, 2), (8, 1, 1), (8, 1, 0)]        # (WK, WM, DEPTH)
 CHAIN = 16
 NAME = 'kernel_stream_probe_h200'
@@ -84,7 +86,7 @@ def run(out: str | None):
     from effqwen.core import write_result
     read_words = _read_kernel()
     torch.manual_seed(0); rows, t0 = [], time.time()
-    pdl_default, ev_default = Kn.PDL, G.EVICT
+    pdl_default, ev_default, fe_default = Kn.PDL, G.EVICT, G.FENCE
     for N, K, M in SHAPES:
         wps = [torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda() for _ in range(CHAIN)]
         s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
@@ -109,16 +111,38 @@ def run(out: str | None):
             finally: Kn.PDL = pdl_default
             row['methods'][name] = r
             print(N, K, M, name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != 'error'}, r.get('error', '')[-300:], flush=True)
+        bref = None   # the BCQ rows' float32 product (set below)
+        def gluon(name, call_of):
+            "A Gluon kernel: its error, then `record` (a failure to launch is recorded as such)."
+            try:
+                yy = call_of(0); torch.cuda.synchronize()
+                rf = ref if yy.shape[1] == N and name.startswith('gluon wk') else bref
+                err = float((yy.float() - rf).abs().mean() / rf.abs().mean())
+            except Exception: row['methods'][name] = dict(error=traceback.format_exc()[-800:]); return
+            record(name, call_of, pdl_ok=True, err=err)
+        variants = [(False, True, ''), (True, True, ''), (True, False, ' nofence')]   # (EVICT, FENCE, name suffix)
         for WK, WM, D in CANDS:
             if K % (128 * WK) or (D == 0 and 8 * K > G._SMEM_MAX): continue
-            for ev in (False, True):
-                G.EVICT = ev
-                try:
-                    G.w4a16_fragment_matmul(x, words[0], s, (WK, WM, D), out=y); torch.cuda.synchronize()
-                    err = float((y.float() - ref).abs().mean() / ref.abs().mean())
-                except Exception: row['methods'][f'gluon wk{WK} d{D} ev{int(ev)}'] = dict(error=traceback.format_exc()[-800:]); continue
-                record(f'gluon wk{WK} d{D} ev{int(ev)}', lambda i, c=(WK, WM, D): G.w4a16_fragment_matmul(x, words[i], s, c, out=y), pdl_ok=True, err=err)
-            G.EVICT = ev_default
+            for ev, fe, sfx in variants:
+                G.EVICT, G.FENCE = ev, fe
+                gluon(f'gluon wk{WK} d{D} ev{int(ev)}{sfx}', lambda i, c=(WK, WM, D): G.w4a16_fragment_matmul(x, words[i], s, c, out=y, split=1))
+        for WK, D, S in RUN_SPLIT.get((N, K, M), []):
+            for fe, sfx in ((True, ''), (False, ' nofence')):
+                G.EVICT, G.FENCE = True, fe
+                gluon(f'gluon wk{WK} d{D} s{S} ev1{sfx}', lambda i, c=(WK, 1, D), S=S: G.w4a16_fragment_matmul(x, words[i], s, c, out=y, split=S))
+        if M in RUN_BCQ:   # BCQ 3 planes, group 128, on random signs and α (3 bits + α per weight: 0.76x the W4A16 bytes)
+            signs = [torch.randint(-2**31, 2**31 - 1, (3, N, K // 32), dtype=torch.int64).to(torch.int32).cuda() for _ in range(CHAIN)]
+            alpha = (torch.rand(3, N, K // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+            bw = [G.bcq_to_fragment(b) for b in signs]
+            bref = Kn.bcq_mm_ref(x, signs[0], alpha).float()
+            row['bcq3_bytes'] = 3 * N * K // 8 + 2 * 3 * N * (K // 128)
+            del signs
+            for WK in (4, 8):
+                if K % (128 * WK): continue
+                G.EVICT = True
+                gluon(f'gluon bcq3 wk{WK}', lambda i, c=(WK, 1): G.bcq_fragment_matmul(x, bw[i], alpha, c, out=y))
+            del bw
+        G.EVICT, G.FENCE = ev_default, fe_default
         record('library w4a16', lambda i: Kn.w4a16_matmul(x, wkl[i], s, kernel_layout=True), pdl_ok=True,
                err=float((Kn.w4a16_matmul(x, wkl[0], s, kernel_layout=True).float() - ref).abs().mean() / ref.abs().mean()))
         wb = [Kn.w4a16_dequantize(wps[i], s, dtype=torch.bfloat16) for i in range(4)]   # 4 copies: 4 × 2 bytes/weight already exceed the L2
@@ -136,7 +160,9 @@ def run(out: str | None):
         rows.append(row)
         del words, wkl, wps; torch.cuda.empty_cache()
     doc = dict(rows=rows, triton=triton.__version__, torch=torch.__version__, chain=CHAIN, wall_s=time.time() - t0, sub136_max_m=int(G.SUB136),
-               note='µs per call (gluon rows of at most sub136_max_m rows: effqwen.gluon.SUB136, no correction mma). memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
+               note='µs per call (FENCE: W4A16 gluon rows without "nofence" take effqwen.gluon._use_fence\'s rule at this commit: weight loads ahead of a '
+                    'fence ptxas keeps them behind without PDL, and at DEPTH 0 every group\'s scales with the copies; "nofence": FENCE off, the kernel as before; gluon bcq3 wkW: the BCQ 3-plane kernel, group 128, random signs and α, rel_err against its own float32 product; '
+                    'gluon wkW dD sS: split-K in S slices) (gluon rows of at most sub136_max_m rows: effqwen.gluon.SUB136, no correction mma). memset / read: effqwen.kernels._bench with that L2 flush; chain: CHAIN calls on distinct weight copies back '
                     'to back in one CUDA graph, per call (chain+pdl: launched with programmatic dependent launch). gluon wkW dD evE: '
                     'the fragment kernel with W warps on K, load variant D (0 cp.async first, 1 registers first, 2 register pipeline), '
                     'E = evict-first weight loads (cp.async in Triton 3.6 takes no L2 hint, so D0 is the same either way); rel_err = '

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -235,6 +235,11 @@ def flag_ab(eng, ids, flag: str, label: str, gluon: bool = False, module: str = 
     try: r = steps_ab(eng, ids, {f'{label}={int(on)}': (lambda on=on: setattr(E, flag, on)) for on in (False, True)})
     finally: setattr(E, flag, own); eng._capture()
     return dict(r, module_default=own)
+
+def fence_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with `effqwen.gluon.FENCE` off and on (W4A16 fragment launches: DEPTH 0's scales requested
+    with its weight copies, and without PDL a fence that keeps the weight loads up front). Same sums: same tokens."""
+    return flag_ab(eng, ids, 'FENCE', 'fence', gluon=True, module='effqwen.gluon')
 
 def split_ab(eng, ids) -> dict|None:
     """Decode-1 / verify-16 with the plain W4A16 fragment products on split-K kernels (`effqwen.gluon.FRAG_SPLIT` specs,
