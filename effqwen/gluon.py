@@ -593,8 +593,9 @@ def _use_fence(M: int, DEPTH: int) -> bool:
     """Whether a W4A16 fragment launch of M rows and load variant DEPTH takes FENCE (`w4_fragment_kernel`): on the H200,
     alone (L2 flushed, no PDL) it halves DEPTH 1 at 8-token width (2560×9216 M = 1, 4 warps on K: 9.8 against 19.7 µs)
     and slows it at 16 tokens, whose loads then take all 255 registers (8 warps: 23.9 against 15.9 µs); DEPTH 0 / 2 alone
-    are within noise either way, and DEPTH 0 back to back under PDL, where only its early scales differ, is as fast or
-    faster (`kernel_stream_probe_h200_fence_ab.json`)."""
+    are within noise either way, and DEPTH 0 back to back under PDL, where only its early scales differ, is from 0.11 µs
+    slower to 0.66 µs faster over 7 (shape, M, WK) (`kernel_stream_probe_h200_fence_ab.json`; in the engine's decode
+    step at 8192 tokens: 1.658 against 1.660 ms, `step_fence_ab_h200.json`)."""
     return FENCE and (DEPTH != 1 or _nt(M) == 8)
 
 def _launch_opts(x)->dict:

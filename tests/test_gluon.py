@@ -49,6 +49,21 @@ def test_sub136_halves_the_mma_offline(depth):
     assert hmma[False] > 0 and hmma[True] * 2 == hmma[False]
     assert hadd[False] == 0 and hadd[True] == 2 * hmma[False]   # 2 word halves per A fragment's 4 words, per mma step
 
+@pytest.mark.skipif(not _offline_ok(), reason='needs triton.experimental.gluon and the wheel\'s ptxas / cuobjdump')
+def test_fence_keeps_weight_loads_up_front_offline():
+    """Compiled for sm_90 without a GPU, DEPTH 1 without PDL: with `FENCE` every weight word load (evict-first) and scale
+    load comes before the first HMMA; without it ptxas sinks some of them below (`_gdc_enter`)."""
+    import re
+    def order(fence):
+        sass = G.census(G.compile_offline('w4a16', 4, 8, 2560, DEPTH=1, SUB136=True, FENCE=fence))[0]
+        ops = re.findall(r'^\s+/\*[0-9a-f]+\*/\s+(?:@!?P\d+\s+)?([A-Z][A-Z0-9_.]*)', sass, re.M)
+        first = next(i for i, o in enumerate(ops) if o.startswith('HMMA'))
+        loads = [i for i, o in enumerate(ops) if o in ('LDG.E.EF.128', 'LDG.E.U16')]
+        assert len(loads) == 20   # 5 groups per warp, each 2 word loads (k64 steps) and 2 scale loads (rows r, r + 8)
+        return sum(i > first for i in loads)
+    assert order(True) == 0
+    assert order(False) > 0
+
 def test_fragment_picks_only_for_their_gpu():
     doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best='wk2 d1'), dict(N=96, K=1024, M=16, best='wk4 d0'),
                                                     dict(N=64, K=512, M=1), dict(N=64, K=512, M=16, best='wk2 wm2 d0')])
