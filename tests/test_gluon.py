@@ -327,6 +327,27 @@ def test_w4_prefetch_changes_nothing_but_the_cache():
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=3)
 
 @gpu
+@pytest.mark.parametrize('M', [1, 5, 16])
+@pytest.mark.parametrize('cfg', [(4, 1, 0), (4, 1, 1), (2, 2, 0), (2, 2, 1), (4, 1, 2)])
+@pytest.mark.parametrize('pdl', [False, True])
+def test_w4_x_order_changes_nothing_but_timing(M, cfg, pdl, monkeypatch):
+    """Requesting the scales (and x into L2) before the weight words (`XFIRST`) and x into L1 after the wait (`XL1`)
+    leaves the product bit for bit, plain and with the SwiGLU epilogue, with and without PDL (DEPTH 2 takes neither)."""
+    from effqwen import kernels as Kn
+    torch.manual_seed(0)
+    N, Kd = 192, 2048
+    words = G.w4_to_fragment(K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda')))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
+    monkeypatch.setattr(Kn, 'PDL', pdl)
+    outs = {}
+    for xf, xl in ((False, False), (True, False), (False, True), (True, True)):
+        monkeypatch.setattr(G, 'XFIRST', xf); monkeypatch.setattr(G, 'XL1', xl)
+        outs[xf, xl] = (G.w4a16_fragment_matmul(x, words, s, cfg), G.w4a16_fragment_matmul(x, words, s, cfg, swiglu_out=True))
+    for k, (y, z) in outs.items():
+        assert torch.equal(y, outs[False, False][0]) and torch.equal(z, outs[False, False][1]), k
+
+@gpu
 def test_modules_on_gpu_match_library_path():
     torch.manual_seed(0)
     m = K.W4A16Linear.from_float(torch.nn.Linear(2560, 4096, device='cuda'), group_size=128).cuda()
