@@ -25,8 +25,6 @@ three ways in one run:
                                                        # correction MMAs / without its dequantize (wrong products, time only)
     python scripts/gluon_stream_probe.py compute-sub136 [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m16.json: the
                                                        # plain kernel at M = 16 per shape, SUB136 off and on
-    python scripts/gluon_stream_probe.py xorder [--out DIR]   # GPU -> data/results/kernel_xorder_probe_h200.json: x and the scales
-                                                       # requested before the weights (XFIRST) / x into L1 after the wait (XL1)
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md, kernel_split_probe.md, ...
 """
 import argparse, itertools, json, os, time, traceback
@@ -433,6 +431,28 @@ def render():
             lines.append(f"| {r['N']}×{r['K']} | {r['M']} | {t} | {b} | {tb:.2f} | {u} | {tu:.2f} | {tu / tb:.2f}× |")
     lines += ['', sp['note'] + '; every config is in the JSON.', '', provenance_line(sp)]
     print(write_table('kernel_split_probe', '\n'.join(lines), sp['provenance']['profile']))
+    T = ('memset', 'read', 'chain', 'chain+pdl')
+    xo = json.load(open('data/results/kernel_xorder_probe_h200.json'))   # (the xorder stage ran at 11803d6; the flags are gone)
+    lines = ['### Where x and the scales are requested (µs per call, one H200 run, `kernel_xorder_probe_h200`)', '',
+             '| N×K, M | config | variant | memset | read | chain | chain + PDL | equal to base |', '|---|---|---|---|---|---|---|---|']
+    for r in xo['rows']:
+        for name, m in r['configs'].items():
+            c, v = name.rsplit(' ', 1)
+            lines.append(f"| {r['N']}×{r['K']}, {r['M']} | {c} | {v} | " + ' | '.join(f'{m[t]:.2f}' for t in T) + f" | {m['equal_base']} |")
+        lines.append(f"| {r['N']}×{r['K']}, {r['M']} | stream read | | " + ' | '.join(f"{r['stream_read'][t]:.2f}" for t in T[:3]) + ' | – | |')
+    lines += ['', xo['note'], '', provenance_line(xo)]
+    print(write_table('kernel_xorder_probe', '\n'.join(lines), xo['provenance']['profile']))
+    import glob
+    for f in sorted(glob.glob('data/results/kernel_ab_h200_*.json')):
+        ab, tag = json.load(open(f)), f.split('kernel_ab_h200_')[1][:-5]
+        lines = [f'### A/B `{tag}`: the fragment kernels of `{ab["base"]}` (base) and of the commit (new), one H200 run (µs per call, medians of {ab["rounds"]} interleaved rounds)', '',
+                 '| kernel | N×K, M | config | ' + ' | '.join(f'{t} base / new' for t in T) + ' | equal |', '|---|---|---|' + '---|' * (len(T) + 1)]
+        for r in ab['rows']:
+            for name, m in r['configs'].items():
+                if 'base' not in m: lines.append(f"| {r['fmt']} | {r['N']}×{r['K']}, {r['M']} | {name} | failed |" + ' |' * len(T)); continue
+                lines.append(f"| {r['fmt']} | {r['N']}×{r['K']}, {r['M']} | {name} | " + ' | '.join(f"{m['base'][t]:.2f} / {m['new'][t]:.2f}" for t in T) + f" | {m['equal']} |")
+        lines += ['', ab['note'], '', provenance_line(ab)]
+        print(write_table(f'kernel_ab_{tag}', '\n'.join(lines), ab['provenance']['profile']))
 
 SPLIT_NAME = 'kernel_split_probe_h200'
 SPLIT_SHAPES = [(2560, 9216), (2560, 4096)]   # the engine's plain products with the fewest CTAs (160 row blocks: 1.2 per SM)
@@ -497,72 +517,7 @@ def split(out: str | None):
                 'product of the same codes; again_equal: a second call gives the same output; best_<timing>: fastest with '
                 'again_equal and rel_err within 5% of the smallest (the split changes only the summation order)')
 
-XORDER_NAME = 'kernel_xorder_probe_h200'
-XORDER_SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (18432, 2560, 1), (12352, 2560, 1), (9216, 2560, 16), (18432, 2560, 16), (2560, 9216, 16)]
-XORDER_VARIANTS = {'base': (False, False), 'xl1': (False, True), 'xfirst': (True, False), 'xfirst+xl1': (True, True)}   # (XFIRST, XL1)
-
-def xorder(out: str | None):
-    """Where x and the scales are requested (`XFIRST`: the scales, and without PDL an L2 prefetch of x, before the weight
-    words; `XL1`: x's lines into L1 after the wait for x, so that the x loads ptxas issues a step ahead of their MMAs hit
-    L1): the W4A16 fragment kernel at the engine's config and at wk4 d0 / d1 per shape, each variant timed alone with the
-    L2 flushed (memset / read) and back to back (chain, chain + PDL), its output compared bit for bit with the base's."""
-    import effqwen.gluon as G
-    from effqwen import kernels as Kn
-    read_words = _read_kernel()
-    torch.manual_seed(0); rows, t0 = [], time.time()
-    pdl_default, xf_default, xl_default = Kn.PDL, G.XFIRST, G.XL1
-    try:
-        for N, K, M in XORDER_SHAPES:
-            ws = [_w4_copy(N, K) for _ in range(CHAIN)]
-            x, y = torch.randn(M, K, device='cuda').to(torch.bfloat16), torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
-            ref = x.float() @ G.w4_fragment_dequantize(*ws[0]).T
-            eng = G.fragment_config('w4a16', M, N, K, x.device)
-            cfgs = [eng] + [c for c in ((4, 1, 0), (4, 1, 1)) if c != eng and K % (128 * c[0]) == 0 and not (c[2] == 0 and 8 * K > G._SMEM_MAX)
-                            and not (c[2] == 1 and K // c[0] > 2304)]
-            row = dict(N=N, K=K, M=M, engine=list(eng), weight_bytes=N * K // 2 + 2 * N * (K // 128), configs={})
-            for c in cfgs:
-                base_y = None
-                for vn, (xf, xl) in XORDER_VARIANTS.items():
-                    r, name = {}, f'wk{c[0]}' + (f' wm{c[1]}' if c[1] > 1 else '') + f' d{c[2]} {vn}'
-                    try:
-                        G.XFIRST, G.XL1, Kn.PDL = xf, xl, False
-                        call = lambda i, c=c: G.w4a16_fragment_matmul(x, ws[i][0], ws[i][1], c, out=y, split=1)
-                        call(0); torch.cuda.synchronize()
-                        r['rel_err'] = float((y.float() - ref).abs().mean() / ref.abs().mean())
-                        if base_y is None: base_y = y.clone()
-                        r['equal_base'] = bool(torch.equal(y, base_y))
-                        r['memset'] = Kn._bench(lambda: call(0), 5, flush='memset')
-                        r['read'] = Kn._bench(lambda: call(0), 5, flush='read')
-                        r['chain'] = _chain_us([lambda i=i: call(i) for i in range(CHAIN)])
-                        Kn.PDL = True
-                        r['chain+pdl'] = _chain_us([lambda i=i: call(i) for i in range(CHAIN)])
-                    except Exception: r['error'] = traceback.format_exc()[-600:]
-                    finally: G.XFIRST, G.XL1, Kn.PDL = xf_default, xl_default, pdl_default
-                    row['configs'][name] = r
-                    print(N, K, M, name, {k: (round(v, 3) if isinstance(v, float) else v) for k, v in r.items() if k != 'error'}, r.get('error', '')[-300:], flush=True)
-            words = ws[0][0]; nw = words.numel(); BLOCK, ITERS = 1024, 4
-            grid = (triton_cdiv(nw, BLOCK * ITERS),); part = torch.empty(grid[0], dtype=torch.int32, device='cuda')
-            sr = {}
-            sr['memset'] = Kn._bench(lambda: read_words[grid](ws[0][0], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4), 5, flush='memset')
-            sr['read'] = Kn._bench(lambda: read_words[grid](ws[0][0], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4), 5, flush='read')
-            sr['chain'] = _chain_us([lambda i=i: read_words[grid](ws[i][0], part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4) for i in range(CHAIN)])
-            row['stream_read'] = sr
-            print(N, K, M, 'stream read', {k: round(v, 3) for k, v in sr.items()}, flush=True)
-            rows.append(row)
-            del ws; torch.cuda.empty_cache()
-    finally: G.XFIRST, G.XL1, Kn.PDL = xf_default, xl_default, pdl_default
-    _write(XORDER_NAME, out, t0, rows=rows, sub136_max_m=int(G.SUB136), fence=bool(G.FENCE),
-           note='µs per call of the Gluon W4A16 fragment kernel by where x and the scales are requested: base (the kernel as '
-                'committed before XFIRST / XL1), xl1 (x lines into L1 after the wait for x), xfirst (the scales, and without PDL '
-                'an L2 prefetch of x, before the weight words), both. memset / read = effqwen.kernels._bench (the call alone, L2 '
-                'flushed by zeroing / reading 256 MB, no PDL); chain = CHAIN calls on distinct weight copies back to back in one '
-                'CUDA graph, per call; chain+pdl = the same under programmatic dependent launch. equal_base: the output equals the '
-                'base variant\'s bit for bit; rel_err: mean |y - ref| / mean |ref| against the float32 product of the same codes. '
-                'stream_read: a Triton kernel summing the same words (evict-first), the bytes with nothing else.')
-
-def triton_cdiv(a: int, b: int) -> int: return -(-a // b)
-
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'xorder', 'compute', 'compute-one', 'compute-sub136', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'xorder': lambda: xorder(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()

@@ -50,6 +50,18 @@ def test_sub136_halves_the_mma_offline(depth):
     assert hadd[False] == 0 and hadd[True] == 2 * hmma[False]   # 2 word halves per A fragment's 4 words, per mma step
 
 @pytest.mark.skipif(not _offline_ok(), reason='needs triton.experimental.gluon and the wheel\'s ptxas / cuobjdump')
+def test_x_loads_unmasked_offline():
+    """Compiled for sm_90 without a GPU (M = 1 on 8 mma columns): tokens ≥ M read token M − 1's row (`_x_offsets`), so the
+    x loads of both kernels carry no predicate and need no zero-fill (no CS2R)."""
+    import re
+    for kern in (G.compile_offline('w4a16', 4, 8, 2560, DEPTH=0, SUB136=True), G.compile_offline('w4a16', 4, 8, 2560, DEPTH=1),
+                 G.compile_offline('bcq', 4, 8, 2560, Q=3)):
+        sass, ops, _ = G.census(kern)
+        assert 'CS2R' not in ops
+        x_loads = re.findall(r'^\s+/\*[0-9a-f]+\*/\s+(@!?P\d+\s+)?LDG\.E\.128 ', sass, re.M)   # x (the weights: .EF or LDGSTS)
+        assert len(x_loads) == 20 and not any(x_loads)
+
+@pytest.mark.skipif(not _offline_ok(), reason='needs triton.experimental.gluon and the wheel\'s ptxas / cuobjdump')
 def test_fence_keeps_weight_loads_up_front_offline():
     """Compiled for sm_90 without a GPU, DEPTH 1 without PDL: with `FENCE` every weight word load (evict-first) and scale
     load comes before the first HMMA; without it ptxas sinks some of them below (`_gdc_enter`)."""
@@ -325,27 +337,6 @@ def test_w4_prefetch_changes_nothing_but_the_cache():
         for at in (1, 2): assert torch.equal(G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=at), y)
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt.float())
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=3)
-
-@gpu
-@pytest.mark.parametrize('M', [1, 5, 16])
-@pytest.mark.parametrize('cfg', [(4, 1, 0), (4, 1, 1), (2, 2, 0), (2, 2, 1), (4, 1, 2)])
-@pytest.mark.parametrize('pdl', [False, True])
-def test_w4_x_order_changes_nothing_but_timing(M, cfg, pdl, monkeypatch):
-    """Requesting the scales (and x into L2) before the weight words (`XFIRST`) and x into L1 after the wait (`XL1`)
-    leaves the product bit for bit, plain and with the SwiGLU epilogue, with and without PDL (DEPTH 2 takes neither)."""
-    from effqwen import kernels as Kn
-    torch.manual_seed(0)
-    N, Kd = 192, 2048
-    words = G.w4_to_fragment(K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda')))
-    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
-    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
-    monkeypatch.setattr(Kn, 'PDL', pdl)
-    outs = {}
-    for xf, xl in ((False, False), (True, False), (False, True), (True, True)):
-        monkeypatch.setattr(G, 'XFIRST', xf); monkeypatch.setattr(G, 'XL1', xl)
-        outs[xf, xl] = (G.w4a16_fragment_matmul(x, words, s, cfg), G.w4a16_fragment_matmul(x, words, s, cfg, swiglu_out=True))
-    for k, (y, z) in outs.items():
-        assert torch.equal(y, outs[False, False][0]) and torch.equal(z, outs[False, False][1]), k
 
 @gpu
 def test_modules_on_gpu_match_library_path():
