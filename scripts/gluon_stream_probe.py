@@ -431,7 +431,6 @@ def render():
             lines.append(f"| {r['N']}×{r['K']} | {r['M']} | {t} | {b} | {tb:.2f} | {u} | {tu:.2f} | {tu / tb:.2f}× |")
     lines += ['', sp['note'] + '; every config is in the JSON.', '', provenance_line(sp)]
     print(write_table('kernel_split_probe', '\n'.join(lines), sp['provenance']['profile']))
-    T = ('memset', 'read', 'chain', 'chain+pdl')
     xo = json.load(open('data/results/kernel_xorder_probe_h200.json'))   # (the xorder stage ran at 11803d6; the flags are gone)
     lines = ['### Where x and the scales are requested (µs per call, one H200 run, `kernel_xorder_probe_h200`)', '',
              '| N×K, M | config | variant | memset | read | chain | chain + PDL | equal to base |', '|---|---|---|---|---|---|---|---|']

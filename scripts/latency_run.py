@@ -2,8 +2,9 @@
 
 The device's Python lacks three packages this needs: carry flash-linear-attention 0.6.0 and fla-core 0.6.0 (the fast
 Gated-DeltaNet prefill) and fastcore (effqwen.quant imports it; without it the INT8 and argmax heads fail) as wheels in
-.whl/ (the device README's pip download), and install them with --target /tmp/site first. The whole run, HF eager and
-the drafter stage included, needs a deadline of about 450 s or more."""
+.whl/ (the device README's pip download), and install them with --target /tmp/site first. Give the whole run, HF eager
+and the drafter stage included, room: the run of record took 372 s (latency_h200.json total_s), and a 470 s deadline
+was not enough on a busy host (latency_h200_partial_s39.json)."""
 "A1/A2 latency at the Qwen3.5-4B shape on the GPU (the 26_latency measurement), saving partial results after every stage."
 import json, os, shutil, pathlib, sys
 import torch
