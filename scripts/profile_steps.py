@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: fused_decode_ab, skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -299,6 +299,58 @@ def early_ab(eng, ids) -> dict|None:
     try: r = steps_ab(eng, ids, sets, rounds=5)
     finally: use(*own); eng._capture()
     return dict(r, context=int(ids.shape[1]), module_default=dict(gdn_state_early=own[0], attn_prefetch=own[1]))
+
+def skip_ab(eng, ids) -> dict|None:
+    """What fusing decode's small kernels away could save at most: decode-1 with kernels left out of the recorded step
+    (their outputs replaced by a zero buffer made before recording, so no kernel replaces them): the Gated-DeltaNet
+    output kernel (gated RMSNorm + conv-window shift), the attention's prep and combine kernels, and both. A timing
+    upper bound only: the skipped settings compute wrong values (tokens differ by design; only `skip=none` is the
+    engine). Verify is untouched."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own_g, own_a = E.fused_gdn_decode, E.fused_attn_decode
+    zeros = {}
+    def zero(shape, like):
+        key = (tuple(shape), like.dtype)
+        if key not in zeros: zeros[key] = torch.zeros(shape, dtype=like.dtype, device=like.device)
+        return zeros[key]
+    def gdn_no_out(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv=None, warps=None):
+        C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
+        bv = min(bv or E.GDN_BV, E._np2(Dv)); o = zero((Hv, Dv), proj)
+        E._gdn_step_kernel[(Hv, E.triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
+                          RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=E._np2(Dk), BV=bv, KC=conv_buf.shape[1], num_warps=warps or E.GDN_WARPS,
+                          EARLY_S=E.GDN_STATE_EARLY, **E._pdl(o))
+        return zero((1, Vd), proj)
+    def attn_split_only(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk=None):
+        H, Hkv, D = dims[:3]
+        q, chunk = zero((1, H, D), proj), chunk or E.ATTN_CHUNK
+        rep, Lmax = H // Hkv, kc.shape[1]
+        BR, NS = max(16, E._np2(rep)), E.triton.cdiv(Lmax, chunk)
+        mp, lp, ap = part if part is not None else E.attn_partials(Hkv, NS, BR, D, q.device)
+        bl, ns = E._attn_tiles(D, q.device, 1, kc.element_size())
+        E._attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
+                          BL=bl, IEEE=False, T=1, H=H, num_warps=E.ATTN_WARPS, num_stages=ns, **E._pdl(q))
+        return zero((1, H * D), proj)
+    sets = {'skip=none': (own_g, own_a), 'skip=gdn_out': (gdn_no_out, own_a), 'skip=attn_prep+combine': (own_g, attn_split_only),
+            'skip=both': (gdn_no_out, attn_split_only)}
+    def use(g, a): E.fused_gdn_decode, E.fused_attn_decode = g, a
+    try: r = steps_ab(eng, ids, {k: (lambda v=v: use(*v)) for k, v in sets.items()})
+    finally: use(own_g, own_a); eng._capture()
+    return dict(r, context=int(ids.shape[1]), note='timing upper bound: skipped kernels compute nothing (tokens differ by design)')
+
+def fused_decode_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 with the decode attention in fewer kernels (`ATTN_FUSED` 'prep': prep + split in one, then the
+    combine; 'all': one kernel) and the Gated-DeltaNet step with its output kernel's work (`GDN_FUSED`), each alone,
+    against the separate kernels: what `skip_ab` bounds. The
+    sums are the same up to the combine's order, so tokens may part only at near-ties (same_tokens); five rounds."""
+    import effqwen.engine as E
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    own = E.ATTN_FUSED, E.GDN_FUSED
+    def use(a, g): E.ATTN_FUSED, E.GDN_FUSED = a, g
+    sets = {f"attn_fused={a or 'off'} gdn_fused={int(g)}": (lambda a=a, g=g: use(a, g)) for a, g in (('', 0), ('prep', 0), ('all', 0), ('', 1))}
+    try: r = steps_ab(eng, ids, sets, rounds=int(os.environ.get('ROUNDS', '5')))
+    finally: use(*own); eng._capture()
+    return dict(r, context=int(ids.shape[1]), module_default=dict(attn_fused=own[0], gdn_fused=own[1]))
 
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
