@@ -15,23 +15,22 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_FUSED',
-           'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
-           'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE',
-           'ATTN_PREFETCH', 'ATTN_VERIFY_TILES', 'ATTN_FUSED', 'ATTN_FUSED_BS', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR',
-           'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH',
-           'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit',
-           'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill',
-           'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn',
-           'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded',
-           'round_kernels', 'round_graph_ok', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
+           'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
+           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH',
+           'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
+           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
+           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default',
+           'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -433,9 +432,7 @@ if triton is not None:
     def _gdn_step_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, Kd, Vd, C, HV, scale,
                          RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
                          KC: tl.constexpr, PDL: tl.constexpr = False,
-                         EARLY_S: tl.constexpr = False,   # load the state before waiting for the kernel before (see GDN_STATE_EARLY)
-                         y_ptr=None, nw_ptr=None, cnt_ptr=None, eps=0.0,   # FUSE: `_gdn_out_kernel`'s work too (see below)
-                         FUSE: tl.constexpr = False, KCP: tl.constexpr = 4, RP: tl.constexpr = 1, BD: tl.constexpr = 1):
+                         EARLY_S: tl.constexpr = False):   # load the state before waiting for the kernel before (see GDN_STATE_EARLY)
         h = tl.program_id(0); iv = tl.program_id(1)
         ok = tl.arange(0, BK); mk = ok < DK
         ov = iv * BV + tl.arange(0, BV); mv = ov < DV
@@ -460,37 +457,6 @@ if triton is not None:
         S = S * eg + k[:, None] * vn[None, :]
         tl.store(sp, S, mask=sm)
         tl.store(o_ptr + h * DV + ov, tl.sum(S * q[:, None], 0).to(dt), mask=mv)
-        if FUSE:   # the output kernel's work here: no launch. Program (h, iv) alone read its value channels' conv window: it
-            # shifts them itself; the last of key head hk's RATIO x DV / BV programs to finish (counter cnt[hk], left at zero)
-            # applies the gated RMSNorm to the hk group's RATIO heads and shifts the q / k channels they all read
-            tl.debug_barrier()                                          # every thread's window loads are done
-            _conv_shift(proj_ptr, buf_ptr, 2 * Kd + h * DV + ov, mv, KC, KCP)
-            tl.debug_barrier()                                          # o is written before the (single-thread) release
-            if tl.atomic_add(cnt_ptr + hk, 1, sem='acq_rel') == RATIO * tl.cdiv(DV, BV) - 1:
-                rows = hk * RATIO + tl.arange(0, RP); mrow = rows < hk * RATIO + RATIO
-                d = tl.arange(0, BD); m = mrow[:, None] & (d[None, :] < DV)
-                o = tl.load(o_ptr + rows[:, None] * DV + d[None, :], mask=m, other=0.0, cache_modifier='.cg').to(tl.float32)
-                _gated_norm_store(o, proj_ptr + C + rows[:, None] * DV + d[None, :], nw_ptr, d, m, y_ptr + rows[:, None] * DV + d[None, :], eps, DV, dt)
-                _conv_shift(proj_ptr, buf_ptr, hk * DK + ok, mk, KC, KCP)
-                _conv_shift(proj_ptr, buf_ptr, Kd + hk * DK + ok, mk, KC, KCP)
-                tl.atomic_xchg(cnt_ptr + hk, 0)                         # zero for the next launch
-
-    @triton.jit
-    def _conv_shift(proj_ptr, buf_ptr, c, mc, KC: tl.constexpr, KCP: tl.constexpr):
-        "Shift the conv window of channels c (mask mc) by one and append the new token's input (proj, one row)."
-        j = tl.arange(0, KCP)
-        old = tl.load(buf_ptr + c[:, None] * KC + j[None, :] + 1, mask=mc[:, None] & (j[None, :] < KC - 1), other=0.0)
-        new = tl.load(proj_ptr + c, mask=mc, other=0.0)
-        tl.store(buf_ptr + c[:, None] * KC + j[None, :], tl.where(j[None, :] == KC - 1, new[:, None], old),
-                 mask=mc[:, None] & (j[None, :] < KC))
-
-    @triton.jit
-    def _gated_norm_store(o, z_ptrs, nw_ptr, d, m, y_ptrs, eps, DV: tl.constexpr, dt: tl.constexpr):
-        "Gated RMSNorm of the mixer rows o (float32, [rows, BD] masked by m): norm(o) · w · silu(z), stored as dt."
-        n = (o * tl.rsqrt(tl.sum(o * o, 1) / DV + eps)[:, None]).to(dt).to(tl.float32)
-        yw = (tl.load(nw_ptr + d, mask=d < DV, other=0.0).to(tl.float32)[None, :] * n).to(dt).to(tl.float32)
-        z = tl.load(z_ptrs, mask=m, other=0.0).to(tl.float32)
-        tl.store(y_ptrs, (yw * (z / (1.0 + tl.exp(-z)))).to(dt), mask=m)
 
     @triton.jit
     def _conv_at_t(proj_ptr, PS, buf_ptr, w_ptr, c, m, KC: tl.constexpr, t: tl.constexpr):
@@ -608,7 +574,10 @@ if triton is not None:
             t = rows // HV; h = rows % HV
             d = tl.arange(0, BD); m = mrow[:, None] & (d[None, :] < DV)
             o = tl.load(o_ptr + rows[:, None] * DV + d[None, :], mask=m, other=0.0).to(tl.float32)
-            _gated_norm_store(o, proj_ptr + (t * PS + C + h * DV)[:, None] + d[None, :], nw_ptr, d, m, y_ptr + rows[:, None] * DV + d[None, :], eps, DV, dt)
+            n = (o * tl.rsqrt(tl.sum(o * o, 1) / DV + eps)[:, None]).to(dt).to(tl.float32)
+            yw = (tl.load(nw_ptr + d, mask=d < DV, other=0.0).to(tl.float32)[None, :] * n).to(dt).to(tl.float32)
+            z = tl.load(proj_ptr + (t * PS + C + h * DV)[:, None] + d[None, :], mask=m, other=0.0).to(tl.float32)
+            tl.store(y_ptr + rows[:, None] * DV + d[None, :], (yw * (z / (1.0 + tl.exp(-z)))).to(dt), mask=m)
         elif xs_ptr is not None:                                        # verify: xcat[c] = [window c | block rows' channel c]
             c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
             j = tl.arange(0, XP); W = KC + T
@@ -616,8 +585,12 @@ if triton is not None:
             xb = tl.load(proj_ptr + (j[None, :] - KC) * PS + c[:, None], mask=mc[:, None] & (j[None, :] >= KC) & (j[None, :] < W), other=0.0)
             tl.store(xs_ptr + c[:, None] * W + j[None, :], tl.where(j[None, :] < KC, xw, xb.to(xw.dtype)), mask=mc[:, None] & (j[None, :] < W))
         else:                                                           # shift the conv window, append the new input
-            c = (pid - n_row_progs) * BC + tl.arange(0, BC)
-            _conv_shift(proj_ptr, buf_ptr, c, c < C, KC, KCP)
+            c = (pid - n_row_progs) * BC + tl.arange(0, BC); mc = c < C
+            j = tl.arange(0, KCP)
+            old = tl.load(buf_ptr + c[:, None] * KC + j[None, :] + 1, mask=mc[:, None] & (j[None, :] < KC - 1), other=0.0)
+            new = tl.load(proj_ptr + c, mask=mc, other=0.0)
+            tl.store(buf_ptr + c[:, None] * KC + j[None, :], tl.where(j[None, :] == KC - 1, new[:, None], old),
+                     mask=mc[:, None] & (j[None, :] < KC))
 
     @triton.jit
     def _gdn_commit_kernel(S_ptr, buf_ptr, xs_ptr, k_ptr, v_ptr, c_ptr, n_ptr, C, HV,
@@ -676,22 +649,6 @@ if triton is not None:
         tl.store(out_ptr + dst, y.to(dt), mask=mt[:, None] & mc[None, :])
 
     @triton.jit
-    def _norm_rope(x, xp, w, wp, cs, sn, d, eps, D: tl.constexpr, HALF: tl.constexpr, R: tl.constexpr, QKN: tl.constexpr,
-                   OFFSET: tl.constexpr, dt: tl.constexpr):
-        """q / k rows x (float32, [rows, dims]; xp: each dim's RoPE partner): RMSNorm with weight w (wp at the partner dims)
-        when QKN, then RoPE on the first R dims (cos, sin: cs, sn), each step rounded to dt as torch rounds it; dt."""
-        if QKN:
-            rstd = tl.rsqrt(tl.sum(x * x, 1) / D + eps)[:, None]
-            if OFFSET:
-                x = (x * rstd * w).to(dt).to(tl.float32); xp = (xp * rstd * wp).to(dt).to(tl.float32)
-            else:
-                x = (w * (x * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
-                xp = (wp * (xp * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
-        rot = tl.where((d < HALF)[None, :], -xp, xp)
-        xr = ((x * cs).to(dt).to(tl.float32) + (rot * sn).to(dt).to(tl.float32)).to(dt)
-        return tl.where((d < R)[None, :], xr, x.to(dt))
-
-    @triton.jit
     def _attn_prep_kernel(proj_ptr, cos_ptr, sin_ptr, pos_ptr, qn_ptr, kn_ptr, q_ptr, kc_ptr, vc_ptr, PS, LMAX, eps, T,
                           H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, R: tl.constexpr, GATE: tl.constexpr,
                           QKN: tl.constexpr, OFFSET: tl.constexpr, BD: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr,
@@ -713,13 +670,19 @@ if triton is not None:
         x = tl.load(row + off + d[None, :], mask=m2, other=0.0).to(tl.float32)
         xp = tl.load(row + off + pd[None, :], mask=mr2, other=0.0).to(tl.float32)
         if QKN:
+            rstd = tl.rsqrt(tl.sum(x * x, 1) / D + eps)[:, None]
             w = tl.where(is_q, tl.load(qn_ptr + d, mask=md, other=0.0), tl.load(kn_ptr + d, mask=md, other=0.0)).to(tl.float32)[None, :]
             wp = tl.where(is_q, tl.load(qn_ptr + pd, mask=mr, other=0.0), tl.load(kn_ptr + pd, mask=mr, other=0.0)).to(tl.float32)[None, :]
-        else:
-            w, wp = x, xp                                               # (unused)
+            if OFFSET:
+                x = (x * rstd * w).to(dt).to(tl.float32); xp = (xp * rstd * wp).to(dt).to(tl.float32)
+            else:
+                x = (w * (x * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
+                xp = (wp * (xp * rstd).to(dt).to(tl.float32)).to(dt).to(tl.float32)
         cs = tl.load(cos_ptr + pos * R + d[None, :], mask=mr2, other=0.0).to(tl.float32)
         sn = tl.load(sin_ptr + pos * R + d[None, :], mask=mr2, other=0.0).to(tl.float32)
-        out = _norm_rope(x, xp, w, wp, cs, sn, d, eps, D, HALF, R, QKN, OFFSET, dt)
+        rot = tl.where((d < HALF)[None, :], -xp, xp)
+        xr = ((x * cs).to(dt).to(tl.float32) + (rot * sn).to(dt).to(tl.float32)).to(dt)
+        out = tl.where((d < R)[None, :], xr, x.to(dt))
         mq = m2 & ((d * 0 + i) < H)[None, :]                            # vector masks: this program writes q, or k and v
         mkv = m2 & ((d * 0 + i) >= H)[None, :]
         tl.store(q_ptr + (t[:, None] * H + i) * D + d[None, :], out, mask=mq)
@@ -727,33 +690,6 @@ if triton is not None:
         tl.store(kc_ptr + kvo, out, mask=mkv)
         v = tl.load(row + H * QS + HKV * D + j * D + d[None, :], mask=mkv, other=0.0)
         tl.store(vc_ptr + kvo, v, mask=mkv)
-
-    @triton.jit
-    def _attn_keys(q, kc_ptr, vc_ptr, base, start, end, lim, low, d, scale, BR: tl.constexpr, D: tl.constexpr, BL: tl.constexpr,
-                   IEEE: tl.constexpr, WIN: tl.constexpr):
-        """Online softmax of the query rows q (BR, D) over the cache keys start..end-1 (at base: one kv head's rows), row r
-        seeing keys <= lim[r] (and >= low[r] under a window WIN): its running max, sum and unnormalized output (m, l, acc)."""
-        m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
-        l_i = tl.zeros((BR,), dtype=tl.float32)
-        acc = tl.zeros((BR, D), dtype=tl.float32)
-        for l0 in range(start, end, BL):
-            lo = l0 + tl.arange(0, BL); ml = lo < end
-            k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
-            if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
-            else: sc = tl.dot(q, tl.trans(k)) * scale
-            ok = ml[None, :] & (lo[None, :] <= lim[:, None])
-            if WIN > 0: ok = ok & (lo[None, :] >= low[:, None])
-            sc = tl.where(ok, sc, float('-inf'))
-            m_new = tl.maximum(m_i, tl.max(sc, 1))
-            m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
-            alpha = tl.exp(m_i - m_ok)
-            p = tl.exp(sc - m_ok[:, None])
-            l_i = l_i * alpha + tl.sum(p, 1)
-            v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
-            if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
-            else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-            m_i = m_new
-        return m_i, l_i, acc
 
     @triton.jit
     def _attn_split_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, mp_ptr, lp_ptr, ap_ptr, LMAX, NS, scale,
@@ -783,8 +719,28 @@ if triton is not None:
             low = pos + t - WIN + 1                                     # (WIN: and >= this)
             d = tl.arange(0, D)
             q = tl.load(q_ptr + (t[:, None] * H + j * REP + g[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
-            m_i, l_i, acc = _attn_keys(q, kc_ptr, vc_ptr, j.to(tl.int64) * LMAX * D, start, tl.minimum(start + CHUNK, L), lim, low, d,
-                                       scale, BR, D, BL, IEEE, WIN)
+            m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
+            l_i = tl.zeros((BR,), dtype=tl.float32)
+            acc = tl.zeros((BR, D), dtype=tl.float32)
+            end = tl.minimum(start + CHUNK, L)
+            base = j.to(tl.int64) * LMAX * D
+            for l0 in range(start, end, BL):
+                lo = l0 + tl.arange(0, BL); ml = lo < end
+                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
+                else: sc = tl.dot(q, tl.trans(k)) * scale
+                ok = ml[None, :] & (lo[None, :] <= lim[:, None])
+                if WIN > 0: ok = ok & (lo[None, :] >= low[:, None])
+                sc = tl.where(ok, sc, float('-inf'))
+                m_new = tl.maximum(m_i, tl.max(sc, 1))
+                m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
+                alpha = tl.exp(m_i - m_ok)
+                p = tl.exp(sc - m_ok[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
+                else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                m_i = m_new
             po = (j * NS + s) * BR + r
             tl.store(mp_ptr + po, m_i, mask=mr); tl.store(lp_ptr + po, l_i, mask=mr)   # the query rows only (the combine reads no padding row)
             tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc, mask=mr[:, None])
@@ -825,86 +781,6 @@ if triton is not None:
             g = tl.load(proj_ptr + t * PS + hd * 2 * D + D + d).to(tl.float32)
             ob = (ob.to(tl.float32) * (1.0 / (1.0 + tl.exp(-g))).to(dt).to(tl.float32)).to(dt)
         tl.store(out_ptr + i * D + d, ob)
-
-    @triton.jit
-    def _attn_decode_kernel(proj_ptr, cos_ptr, sin_ptr, pos_ptr, qn_ptr, kn_ptr, kc_ptr, vc_ptr, mp_ptr, lp_ptr, ap_ptr, cnt_ptr,
-                            out_ptr, LMAX, NS, eps, scale,
-                            H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, R: tl.constexpr, GATE: tl.constexpr,
-                            QKN: tl.constexpr, OFFSET: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr, REP: tl.constexpr,
-                            RP: tl.constexpr, BR: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr, IEEE: tl.constexpr,
-                            BS: tl.constexpr, PDL: tl.constexpr = False,
-                            COMBINE: tl.constexpr = True):   # False: partials only (`_attn_combine_kernel` follows)
-        """One decode token's attention in one launch: `_attn_prep_kernel`, `_attn_split_kernel` (T = 1) and
-        `_attn_combine_kernel` fused. Program (j, s) normalizes and rotates the REP queries of kv head j itself (every
-        program of the head does: a few kB, no prep launch), the program whose chunk holds the new position writes that
-        key and value into the caches first, then each takes its chunk's partials as the split kernel does; the last of
-        head j's programs to finish (counter cnt[j], left at zero) combines them, BS chunks a step, and applies the gate."""
-        _pdl_enter(PDL)
-        j = tl.program_id(0); s = tl.program_id(1)
-        dt = out_ptr.dtype.element_ty
-        pos = tl.load(pos_ptr)
-        L = pos + 1
-        start = s.to(tl.int64) * CHUNK
-        if start < L:
-            d = tl.arange(0, D); pd = tl.where(d < HALF, d + HALF, d - HALF); mrd = d < R
-            cs = tl.load(cos_ptr + pos * R + d, mask=mrd, other=0.0).to(tl.float32)[None, :]
-            sn = tl.load(sin_ptr + pos * R + d, mask=mrd, other=0.0).to(tl.float32)[None, :]
-            r = tl.arange(0, BR); mq = r < REP
-            qo = (j * REP + r) * QS
-            x = tl.load(proj_ptr + qo[:, None] + d[None, :], mask=mq[:, None], other=0.0).to(tl.float32)
-            xp = tl.load(proj_ptr + qo[:, None] + pd[None, :], mask=mq[:, None] & mrd[None, :], other=0.0).to(tl.float32)
-            if QKN:
-                w = tl.load(qn_ptr + d).to(tl.float32)[None, :]; wp = tl.load(qn_ptr + pd, mask=mrd, other=0.0).to(tl.float32)[None, :]
-            else:
-                w, wp = x, xp                                           # (unused)
-            q = _norm_rope(x, xp, w, wp, cs, sn, d, eps, D, HALF, R, QKN, OFFSET, dt)
-            q = tl.where(mq[:, None], q, 0.0).to(dt)                    # (padding rows: zero, as the split kernel loads them)
-            if pos < start + CHUNK:                                     # this chunk holds the new position: its key and value
-                ko = H * QS + j * D
-                xk = tl.load(proj_ptr + ko + d).to(tl.float32)[None, :]
-                xkp = tl.load(proj_ptr + ko + pd, mask=mrd, other=0.0).to(tl.float32)[None, :]
-                if QKN:
-                    w = tl.load(kn_ptr + d).to(tl.float32)[None, :]; wp = tl.load(kn_ptr + pd, mask=mrd, other=0.0).to(tl.float32)[None, :]
-                else:
-                    w, wp = xk, xkp
-                k = _norm_rope(xk, xkp, w, wp, cs, sn, d, eps, D, HALF, R, QKN, OFFSET, dt)
-                kvo = (j.to(tl.int64) * LMAX + pos) * D + d
-                tl.store(kc_ptr + kvo[None, :], k)
-                tl.store(vc_ptr + kvo, tl.load(proj_ptr + H * QS + HKV * D + j * D + d))
-                tl.debug_barrier()                                      # (written before this CTA's loads of the chunk)
-            m_i, l_i, acc = _attn_keys(q, kc_ptr, vc_ptr, j.to(tl.int64) * LMAX * D, start, tl.minimum(start + CHUNK, L),
-                                       pos + 0 * r, pos + 0 * r, d, scale, BR, D, BL, IEEE, 0)
-            po = (j * NS + s) * BR + r
-            tl.store(mp_ptr + po, m_i, mask=mq); tl.store(lp_ptr + po, l_i, mask=mq)
-            tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc, mask=mq[:, None])
-            n_used = (L + CHUNK - 1) // CHUNK
-            if COMBINE:
-                tl.debug_barrier()                                      # the partials are written before the (single-thread) release
-                if tl.atomic_add(cnt_ptr + j, 1, sem='acq_rel') == n_used - 1:   # head j's last program: the combine
-                    g = tl.arange(0, RP); mg = g < REP; sb = tl.arange(0, BS)
-                    M = tl.zeros((RP,), dtype=tl.float32) - float('inf')
-                    ls = tl.zeros((RP,), dtype=tl.float32)
-                    o = tl.zeros((RP, D), dtype=tl.float32)
-                    for s0 in range(0, n_used, BS):
-                        sc = s0 + sb
-                        pb = (j * NS + sc[:, None]) * BR + g[None, :]        # (BS, RP) partial rows
-                        ok = (sc[:, None] < n_used) & mg[None, :]
-                        ms = tl.load(mp_ptr + pb, mask=ok, other=float('-inf'), cache_modifier='.cg')
-                        mn = tl.maximum(M, tl.max(ms, 0))
-                        mn = tl.where(mg, mn, 0.0)                          # (padding rows: no chunk)
-                        c1 = tl.exp(M - mn); c2 = tl.exp(ms - mn[None, :])
-                        a = tl.load(ap_ptr + pb[:, :, None].to(tl.int64) * D + d[None, None, :], mask=ok[:, :, None], other=0.0,
-                                    cache_modifier='.cg')
-                        o = o * c1[:, None] + tl.sum(a * c2[:, :, None], 0)
-                        ls = ls * c1 + tl.sum(tl.load(lp_ptr + pb, mask=ok, other=0.0, cache_modifier='.cg') * c2, 0)
-                        M = mn
-                    ob = (o / tl.where(mg, ls, 1.0)[:, None]).to(dt)
-                    hq = j * REP + g
-                    if GATE:
-                        gt = tl.load(proj_ptr + hq[:, None] * (2 * D) + D + d[None, :], mask=mg[:, None], other=0.0).to(tl.float32)
-                        ob = (ob.to(tl.float32) * (1.0 / (1.0 + tl.exp(-gt))).to(dt).to(tl.float32)).to(dt)
-                    tl.store(out_ptr + hq[:, None] * D + d[None, :], ob, mask=mg[:, None])
-                    tl.atomic_xchg(cnt_ptr + j, 0)                          # zero for the next launch
 
 # %% ../nbs/16_engine.ipynb #7f5d1f00
 def _np2(n:int)->int: return 1 << max(0, (int(n) - 1).bit_length())
@@ -988,29 +864,12 @@ GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # unde
 # test_early_loads_give_same_tokens_and_states, passed on an H200 in session 31): the parting is the 4B shape's alone
 GDN_WARPS = int(os.environ.get('EFFQWEN_GDN_WARPS', '4'))   # its warps per program (`scripts/attn_decode_sweep.py` times BV x warps)
 
-GDN_FUSED = os.environ.get('EFFQWEN_GDN_FUSED', '0') == '1'   # decode: the gated-norm output kernel's work inside the step
-# kernel (`_gdn_step_kernel` FUSE: the last program of each key head's group normalizes, each program shifts its own conv
-# channels) instead of a second launch; `scripts/profile_steps.py --only skip_ab` bounds the gain: step_skip_ab_h200.json,
-# decode 1.660 -> 1.637 ms a token at 8192 tokens with the output kernel left out altogether (its work not done at all)
-
-def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None,
-                     cnt:torch.Tensor|None=None, # (>= Hk,) int32 zeros: the fused kernel's counters (left at zero)
-                     fused:bool|None=None, # one kernel (`GDN_FUSED` if None) or step + output kernels
-                    ):
-    "One token of Gated DeltaNet (same contract as `gdn_decode`): one or two Triton kernels, states updated in place; y (1, Vd)."
+def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv:int|None=None, warps:int|None=None):
+    "One token of Gated DeltaNet (same contract as `gdn_decode`): two Triton kernels, states updated in place; y (1, Vd)."
     C, Kd, Vd, Hk, Hv, Dk, Dv, eps = dims
     KC = conv_buf.shape[1]
     bv = min(bv or GDN_BV, _np2(Dv))
     o = proj.new_empty(Hv, Dv)
-    if GDN_FUSED if fused is None else fused:
-        if cnt is None: cnt = torch.zeros(Hk, dtype=torch.int32, device=proj.device)
-        if cnt.dtype != torch.int32 or cnt.numel() < Hk: raise ValueError(f'cnt must be >= {Hk} int32 zeros, got {cnt.numel()} {cnt.dtype}')
-        y = proj.new_empty(1, Vd)
-        _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
-                                                   RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS,
-                                                   EARLY_S=GDN_STATE_EARLY, y_ptr=y, nw_ptr=norm_w, cnt_ptr=cnt, eps=eps, FUSE=True,
-                                                   KCP=_np2(KC), RP=_np2(Hv // Hk), BD=_np2(Dv), **_pdl(o))
-        return y
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
                                                RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS,
                                                EARLY_S=GDN_STATE_EARLY, **_pdl(o))
@@ -1204,42 +1063,10 @@ def _fit_tiles(bl:int, ns:int, D:int, smem:int, esize:int=2)->tuple:
         else: bl //= 2
     return bl, ns
 
-ATTN_FUSED = os.environ.get('EFFQWEN_ATTN_FUSED', '')   # decode attention in fewer kernels (`_attn_decode_kernel`): 'all' (prep,
-# split-K and combine in one; the last program of each kv head combines), 'prep' (prep and split-K in one, then the combine
-# kernel) or '' (three kernels). `scripts/profile_steps.py --only skip_ab` bounds the gain: step_skip_ab_h200.json, decode
-# 1.660 -> 1.629 ms a token at 8192 tokens with the prep and combine kernels left out altogether (their work not done at all)
-ATTN_FUSED_BS = 8   # chunks' partials its combining program reads a step (BS x REP x head dim float32: 64 registers a thread at 4B)
-
-def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None,
-                      cnt:torch.Tensor|None=None, # (>= Hkv,) int32 zeros: the fused kernel's counters (left at zero)
-                      fused:str|bool|None=None, # 'all' (True), 'prep', '' (False): as `ATTN_FUSED` (None: its value)
-                     ):
+def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
-    mode = ATTN_FUSED if fused is None else fused
-    mode = {True: 'all', False: ''}.get(mode, mode) if isinstance(mode, bool) else mode
-    if mode not in ('', 'prep', 'all'): raise ValueError(f"fused attention mode {mode!r}: 'all', 'prep' or '' (EFFQWEN_ATTN_FUSED)")
-    if not mode:
-        q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims)
-        return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk)
-    H, Hkv, D, R, gate, qk_norm, eps, offset = dims
-    chunk = chunk or ATTN_CHUNK
-    rep, Lmax = H // Hkv, kc.shape[1]
-    BR, NS = max(16, _np2(rep)), triton.cdiv(Lmax, chunk)
-    if D & (D - 1): raise ValueError(f'head dim {D}: the fused decode attention takes a power of two (fused=False takes any)')
-    mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, proj.device)
-    if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small ({Hkv * NS * BR}): size attn_partials for the cache')
-    if cnt is None: cnt = torch.zeros(Hkv, dtype=torch.int32, device=proj.device)
-    if cnt.dtype != torch.int32 or cnt.numel() < Hkv: raise ValueError(f'cnt must be >= {Hkv} int32 zeros, got {cnt.numel()} {cnt.dtype}')
-    bl, ns = _attn_tiles(D, proj.device, 1, kc.element_size())
-    w0 = qn_w if qn_w is not None else cos                              # unused pointers when there is no q/k norm
-    y = proj.new_empty(1, H * D)
-    _attn_decode_kernel[(Hkv, NS)](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, kc, vc, mp, lp, ap, cnt, y, Lmax, NS,
-                                   eps, D ** -0.5, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
-                                   QS=2 * D if gate else D, HALF=R // 2, REP=rep, RP=_np2(rep), BR=BR, CHUNK=chunk, BL=bl,
-                                   IEEE=proj.dtype == torch.float32 or _INTERPRET, BS=ATTN_FUSED_BS, num_warps=ATTN_WARPS,
-                                   num_stages=ns, COMBINE=mode == 'all', **_pdl(y))
-    if mode == 'prep': _attn_combine(mp, lp, ap, pos, proj, y, NS, rep, BR, D, chunk, gate, 1, H)
-    return y
+    q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims)
+    return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk)
 
 def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (their keys/values already in the caches)
                     proj, pos, kc, vc, dims, part=None, chunk:int|None=None,
@@ -1258,10 +1085,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
                                   CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
-    return _attn_combine(mp, lp, ap, pos, proj, q.new_empty(T, H * D), NS, rep, BR, D, chunk, gate, T, H, causal, window)
-
-def _attn_combine(mp, lp, ap, pos, proj, y, NS, rep, BR, D, chunk, gate, T, H, causal=True, window=0):
-    "The split-K attention's combine kernel (+ gate from proj) into y (T, H·D)."
+    y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0
     if bd and (D % bd or bd & (bd - 1)): raise ValueError(f'combine head dims per program {bd} (ATTN_COMBINE_BD / ATTN_COMBINE_DECODE) must be a power of two dividing the head dim {D} (or 0)')
@@ -1564,7 +1388,6 @@ def _setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated +
     self.cos, self.sin = _rope_table(self.model, c, max_seq_len, dev, dt)
     if self.fused and 'full_attention' in c.layer_types:               # split-K attention scratch, shared by the layers
         self._part = attn_partials(c.n_kv_heads, -(-self.cache_len // ATTN_CHUNK), max(16, _np2(B * c.n_heads // c.n_kv_heads)), c.head_dim, dev)
-    self._cnt = torch.zeros(max(c.n_kv_heads, c.lin_k_heads or 0), dtype=torch.int32, device=dev)   # the fused decode kernels' counters
     self.tok = torch.zeros(B, dtype=torch.long, device=dev)           # block input tokens (decode reads tok[0])
     self.pos = torch.zeros(1, dtype=torch.long, device=dev)           # position of tok[0]
     self.n_keep = torch.ones(1, dtype=torch.long, device=dev)         # how many verified tokens `commit` keeps
@@ -1792,10 +1615,10 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             args = (proj, L.conv_buf, L.S, L.conv_w, L.neg_a, L.dt_bias, L.norm_w, self.gdn_dims)
             if mode == 'prefill': y = fused_gdn_prefill(*args, self.chunk_rule, self.chunk_gva, self.recurrent_rule, n_real) if fz else gdn_prefill(*args, self.chunk_rule)
             elif mode == 'verify': y = (fused_gdn_verify if fz and GDN_VERIFY in ('fused', 'chunk') else f['gdn_verify'])(*args, *L.scratch)
-            elif fz: y = fused_gdn_decode(*args, cnt=self._cnt)
+            elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':
-            y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part, cnt=self._cnt)
+            y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part)
         elif fz and mode == 'verify':                                              # Triton prep (k/v into the cache), causal attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
             if VERIFY_ATTN == 'split': y = fused_attn_rows(q, proj, self.pos, L.kc, L.vc, self.attn_dims, self._part)

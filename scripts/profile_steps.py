@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: fused_decode_ab, skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -338,20 +338,6 @@ def skip_ab(eng, ids) -> dict|None:
     finally: use(own_g, own_a); eng._capture()
     return dict(r, context=int(ids.shape[1]), note='timing upper bound: skipped kernels compute nothing (tokens differ by design)')
 
-def fused_decode_ab(eng, ids) -> dict|None:
-    """Decode-1 / verify-16 with the decode attention in fewer kernels (`ATTN_FUSED` 'prep': prep + split in one, then the
-    combine; 'all': one kernel) and the Gated-DeltaNet step with its output kernel's work (`GDN_FUSED`), each alone,
-    against the separate kernels: what `skip_ab` bounds. The
-    sums are the same up to the combine's order, so tokens may part only at near-ties (same_tokens); five rounds."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs: return None
-    own = E.ATTN_FUSED, E.GDN_FUSED
-    def use(a, g): E.ATTN_FUSED, E.GDN_FUSED = a, g
-    sets = {f"attn_fused={a or 'off'} gdn_fused={int(g)}": (lambda a=a, g=g: use(a, g)) for a, g in (('', 0), ('prep', 0), ('all', 0), ('', 1))}
-    try: r = steps_ab(eng, ids, sets, rounds=int(os.environ.get('ROUNDS', '5')))
-    finally: use(*own); eng._capture()
-    return dict(r, context=int(ids.shape[1]), module_default=dict(attn_fused=own[0], gdn_fused=own[1]))
-
 def decode_chain_ab(eng, ids) -> dict|None:
     """ms per token of `decode_n_tokens` as `benchmark_latency` times it (host clock around the synced call, after 4
     warm-up tokens) with one recorded graph per decode step and with `DECODE_CHAIN` steps per graph (CHAINS='1,8' by
@@ -574,7 +560,14 @@ def render_ab(paths: list|None = None):
             '`early_ab_run2` / `_run3` the repeats): the one-token Gated-DeltaNet kernel\'s state slice loaded before its '
             'programmatic-dependent-launch wait (`GDN_STATE_EARLY`), the split-K attention\'s keys / values prefetched into L2 before '
             'it (`ATTN_PREFETCH`); both read the same values, so tokens that differ mean some setting read something else, and both '
-            'stay off until a run that records `tokens_part` (which setting, which round) says which; its medians are over 5 rounds.\n\n'
+            'stay off until a run that records `tokens_part` (which setting, which round) says which; its medians are over 5 rounds. '
+            '`skip_ab`: a bound, not an option: decode with kernels left out of the recorded step (their output a zero buffer, their '
+            'work not done), the Gated-DeltaNet output kernel, the attention\'s prep and combine, or both; those settings compute wrong '
+            'values by design. `fused_decode_ab` (the option existed only at its runs\' commit, removed after them): the decode '
+            'attention in two kernels (`ATTN_FUSED=prep`: prep + split-K in one, then the combine) or one (`all`: each kv head\'s last '
+            'program combines), and the Gated-DeltaNet output kernel\'s work in the step kernel (`gdn_fused=1`: each key head\'s last '
+            'program normalizes); `step_fused_decode_all_ab_h200.json` has the four settings over 5 rounds, '
+            '`step_fused_decode_ab_h200.json` off against prep over 9.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

@@ -219,65 +219,6 @@ def test_gdn_state_loaded_early_under_interpreter():
     "The one-token Gated-DeltaNet kernel with its state loaded before the PDL wait (`GDN_STATE_EARLY`) decodes the same tokens and states."
     _interpret(SCRIPT_GDN_EARLY, 600)
 
-SCRIPT_FUSED_DECODE = textwrap.dedent('''
-    import torch
-    import effqwen.engine as E
-    from effqwen.engine import Engine
-    from effqwen.model import tiny_qwen35
-    torch.manual_seed(0)
-    # one attention token in one kernel (`ATTN_FUSED` 'all'; 'prep': prep + split, then the combine kernel) against
-    # prep + split + combine: several chunks of 8, the new
-    # position at a chunk's first row, inside one, the cache's last row; rows past the position hold NaN (masked); with
-    # and without gate and q/k norm; the new key / value land in the caches; the counters are left at zero
-    H, Hkv, D, R, Lmax = 8, 2, 32, 8, 48
-    for dtype in (torch.float32, torch.bfloat16):
-        cos, sin = torch.randn(Lmax, R).to(dtype), torch.randn(Lmax, R).to(dtype)
-        qn, kn = torch.rand(D) + 0.5, torch.rand(D) + 0.5
-        for gate, qkn in ((True, True), (False, False)):
-            dims = (H, Hkv, D, R, gate, qkn, 1e-6, True)
-            proj = torch.randn(1, H * D * (2 if gate else 1) + 2 * Hkv * D).to(dtype)
-            for p in (0, 8, 29, 47):
-                kc, vc = torch.randn(Hkv, Lmax, D).to(dtype), torch.randn(Hkv, Lmax, D).to(dtype)
-                kc[:, p + 1:] = float('nan'); vc[:, p + 1:] = float('nan')
-                k1, v1, k2, v2, cnt = kc.clone(), vc.clone(), kc.clone(), vc.clone(), torch.zeros(Hkv, dtype=torch.int32)
-                w = (qn, kn) if qkn else (None, None)
-                ya = E.fused_attn_decode(proj, cos, sin, torch.tensor([p]), *w, k1, v1, dims, chunk=8, fused=False)
-                for mode in ('all', 'prep'):
-                    k2, v2 = kc.clone(), vc.clone()
-                    yb = E.fused_attn_decode(proj, cos, sin, torch.tensor([p]), *w, k2, v2, dims, chunk=8, fused=mode, cnt=cnt)
-                    assert torch.isfinite(yb).all() and (ya.float() - yb.float()).abs().max() < 1e-5, (dtype, gate, p, mode)
-                    assert torch.equal(k1[:, :p + 1], k2[:, :p + 1]) and torch.equal(v1[:, :p + 1], v2[:, :p + 1]) and not cnt.any()
-    # one Gated-DeltaNet token in one kernel (`GDN_FUSED`) against step + output kernels: equal outputs, states and conv
-    # windows over three steps, at 16 and 64 value columns per program (4 and 1 programs per head)
-    Hk, Hv, Dk, Dv, Kc = 2, 4, 32, 64, 4
-    Kd, Vd = Hk * Dk, Hv * Dv; C = 2 * Kd + Vd
-    dims = (C, Kd, Vd, Hk, Hv, Dk, Dv, 1e-6)
-    cw, neg_a, dtb, nw = torch.randn(C, Kc) * 0.5, -torch.rand(Hv) * 4, torch.randn(Hv), torch.rand(Dv) + 0.5
-    for bv in (16, 64):
-        S1, cb1 = torch.randn(Hv, Dk, Dv) * 0.3, torch.randn(C, Kc)
-        S2, cb2, cnt = S1.clone(), cb1.clone(), torch.zeros(Hk, dtype=torch.int32)
-        for step in range(3):
-            proj = torch.randn(1, C + Vd + 2 * Hv)
-            ya = E.fused_gdn_decode(proj, cb1, S1, cw, neg_a, dtb, nw, dims, bv=bv, fused=False)
-            yb = E.fused_gdn_decode(proj, cb2, S2, cw, neg_a, dtb, nw, dims, bv=bv, fused=True, cnt=cnt)
-            assert torch.equal(ya, yb) and torch.equal(S1, S2) and torch.equal(cb1, cb2) and not cnt.any(), (bv, step)
-    # the engine with both: the same decode logits as with the separate kernels
-    m = tiny_qwen35(0, initializer_range=0.2)
-    pr = torch.randint(0, 255, (1, 11))
-    outs = []
-    for on in (False, True):
-        E.ATTN_FUSED, E.GDN_FUSED = ('all' if on else ''), on
-        e = Engine(m, max_seq_len=64, fused=True)
-        e.prefill(pr)
-        outs.append(torch.stack([e.decode_one_token().clone() for _ in range(3)]))
-    assert (outs[0] - outs[1]).abs().max() < 1e-4, (outs[0] - outs[1]).abs().max()
-    print('ok')
-''')
-
-def test_fused_decode_kernels_under_interpreter():
-    "The one-kernel decode attention (`ATTN_FUSED`) and Gated-DeltaNet step (`GDN_FUSED`) equal the kernels they fuse, alone and in the engine."
-    _interpret(SCRIPT_FUSED_DECODE, 900)
-
 ROUND = textwrap.dedent('''
     import torch
     import effqwen.engine as E

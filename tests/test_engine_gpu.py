@@ -340,55 +340,6 @@ def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
                 assert torch.equal(t, t0) and torch.equal(S, S0), (setting, on, r, i)
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_fused_decode_kernels_equal_separate_ones(dtype):
-    """The one-kernel decode attention (`ATTN_FUSED`: its last program per kv head combines) and Gated-DeltaNet step
-    (`GDN_FUSED`: its last program per key head normalizes) against the kernels they fuse, on the GPU at the 4B's
-    attention and Gated-DeltaNet head shapes, the attention over many chunks and its cache rows past the position NaN;
-    called repeatedly with the same counters (each launch must leave them at zero)."""
-    import effqwen.engine as E
-    dev = 'cuda'
-    H, Hkv, D, R, Lmax = 16, 4, 256, 64, 1100
-    cos, sin = torch.randn(Lmax, R, device=dev, dtype=dtype), torch.randn(Lmax, R, device=dev, dtype=dtype)
-    qn, kn = torch.rand(D, device=dev) + 0.5, torch.rand(D, device=dev) + 0.5
-    dims = (H, Hkv, D, R, True, True, 1e-6, True)
-    cnt = torch.zeros(8, dtype=torch.int32, device=dev)
-    for p, chunk in ((0, 256), (255, 256), (256, 256), (1099, 256), (700, 64)):
-        proj = torch.randn(1, 2 * H * D + 2 * Hkv * D, device=dev, dtype=dtype)
-        kc, vc = torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype), torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype)
-        kc[:, p + 1:] = float('nan'); vc[:, p + 1:] = float('nan')
-        k1, v1, k2, v2, pos = kc.clone(), vc.clone(), kc.clone(), vc.clone(), torch.tensor([p], device=dev)
-        ya = E.fused_attn_decode(proj, cos, sin, pos, qn, kn, k1, v1, dims, chunk=chunk, fused=False)
-        for mode in ('all', 'prep', 'all'):
-            yb = E.fused_attn_decode(proj, cos, sin, pos, qn, kn, k2, v2, dims, chunk=chunk, fused=mode, cnt=cnt)
-            assert torch.isfinite(yb).all() and rel_error(yb, ya) < (1e-5 if dtype == torch.float32 else 1e-2), (p, chunk, mode, rel_error(yb, ya))
-            assert torch.equal(k1[:, :p + 1], k2[:, :p + 1]) and torch.equal(v1[:, :p + 1], v2[:, :p + 1]) and not cnt.any()
-    Hk, Hv, Dk, Dv, Kc = 16, 32, 128, 128, 4
-    Kd, Vd = Hk * Dk, Hv * Dv; C = 2 * Kd + Vd
-    gd = (C, Kd, Vd, Hk, Hv, Dk, Dv, 1e-6)
-    cw, neg_a = (torch.randn(C, Kc, device=dev) * 0.5).to(dtype), -torch.rand(Hv, device=dev) * 4
-    dtb, nw = torch.randn(Hv, device=dev).to(dtype), (torch.rand(Dv, device=dev) + 0.5).to(dtype)
-    S1, cb1 = torch.randn(Hv, Dk, Dv, device=dev) * 0.3, torch.randn(C, Kc, device=dev, dtype=dtype)
-    S2, cb2 = S1.clone(), cb1.clone()
-    for step in range(4):
-        proj = torch.randn(1, C + Vd + 2 * Hv, device=dev, dtype=dtype)
-        ya = E.fused_gdn_decode(proj, cb1, S1, cw, neg_a, dtb, nw, gd, fused=False)
-        yb = E.fused_gdn_decode(proj, cb2, S2, cw, neg_a, dtb, nw, gd, fused=True, cnt=cnt)
-        assert rel_error(yb, ya) < 1e-5 and rel_error(S2, S1) < 1e-6 and torch.equal(cb1, cb2) and not cnt.any(), step
-
-@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-@pytest.mark.parametrize('attn', ['all', 'prep'])
-def test_fused_decode_engine_equals_hf(dtype, attn, monkeypatch):
-    "With `ATTN_FUSED` and `GDN_FUSED` the engine's recorded decode still gives HF's greedy output (float32: equal; bf16: up to near-ties)."
-    import effqwen.engine as E
-    monkeypatch.setattr(E, 'ATTN_FUSED', attn); monkeypatch.setattr(E, 'GDN_FUSED', True)
-    m = _models(dtype)['qwen3.5']
-    eng = E.Engine(m, max_seq_len=160)
-    for pr in _prompts():
-        ref, out = greedy_generate(m, pr, 40), eng.generate(pr, 40)
-        if dtype == torch.float32: assert torch.equal(out, ref), pr.shape
-        else: _agree_up_to_ties(m, pr, out, ref)
-
-@pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 def test_round_graph_equals_pipelined_rounds(dtype, monkeypatch):
     """A pipelined round replayed as one recorded graph, and with its block and accept as two kernels (`ROUND_KERNELS`),
     gives the tokens and acceptance lengths of the round's torch ops issued one by one."""
