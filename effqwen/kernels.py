@@ -1666,7 +1666,7 @@ HBM_TBS, BF16_TFLOPS = 4.8, 989.0   # H200 SXM datasheet peaks used for the roof
 
 def weight_bytes(method:str, N:int, K:int, group:int=128)->int:
     "Bytes of one (N, K) weight in `method` ('bf16', 'w4a16', 'tinygemm', 'bcq2', 'bcq3', ...) incl. scales."
-    method = method.split('@')[0]
+    method = method.split('@')[0].removesuffix('_frag')   # '_frag': the same format on the Gluon fragment layout (same bytes)
     if method == 'bf16': return 2 * N * K
     if method in ('w4a16', 'tinygemm'): return N * K // 2 + (2 if method == 'w4a16' else 4) * N * (K // group)
     if method.startswith('bcq'): q = int(method[3:]); return q * (N * K // 8 + 2 * N * (K // group))
@@ -1698,12 +1698,22 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                       checkpoint=None, # callable(partial result dict), called after every shape
                       clean_l2=('gate_proj',), # linears also timed with a clean-L2 flush (`_bench(flush='read')`)
                       time_budget_s:float|None=None, # start no new shape after this many seconds
+                      fragment:bool=True, # also the Gluon fragment kernels for M ≤ 16 (`effqwen.gluon`): methods 'w4a16_frag', 'bcq<Q>_frag'
                      )->dict: # {'rows': [...], 'tuned': {...}, 'assumptions': {...}}
     """Time every method at every Qwen3.5 linear shape and M; µs, GB/s and fraction of roofline per row.
-    Our W4A16 and BCQ run on weights converted once to the kernel layout (outside the timing), as a loaded model holds them."""
+    Our W4A16 and BCQ run on weights converted once to the kernel layout (outside the timing), as a loaded model holds them.
+    With `fragment`, the same weights also on the Gluon kernels' fragment layout, timed for M ≤ 16 with the config a
+    `use_fragment` linear launches (`effqwen.gluon.fragment_config`): on Hopper that is the path the quantized linears
+    and the engine take for 1..16 rows; each such row carries its relative error against the dequantized reference."""
     t_start = time.time()
     dev, dt = torch.device('cuda'), torch.bfloat16
     rows, tuned, say = [], {}, progress or log.info
+    G = None   # effqwen.gluon when the fragment kernels can run here
+    if fragment:
+        try:
+            from effqwen import gluon as G
+            if G.gluon is None: say('fragment kernels unavailable: no triton.experimental.gluon'); G = None
+        except Exception as e: say(f'fragment kernels unavailable: {e}'); G = None
     uniq = {}
     for model in models:
         for name, nk in QWEN35_SHAPES[model].items():
@@ -1713,7 +1723,8 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                assumptions=dict(hbm_tbs=HBM_TBS, bf16_tflops=BF16_TFLOPS, timer='CUDA-graph replay of 10 x (L2 flush, call) minus 10 x flush; median of 5',
                                 flush="memset of 256 MB (dirty L2); methods suffixed '@cleanL2' flushed by reading 256 MB instead",
                                 bytes='packed weight + scales + bf16 activations in and out', activations='bfloat16',
-                                layout='w4a16/bcq*: kernel layout (converted once, untimed); CUDA-core mat-vec (mv) or tensor-core kernels by tuning for M = 1, tensor-core kernels for 2 <= M <= 64',
+                                layout='w4a16/bcq*: kernel layout (converted once, untimed); CUDA-core mat-vec (mv) or tensor-core kernels by tuning for M = 1, tensor-core kernels for 2 <= M <= 64; '
+                                       '*_frag: the Gluon fragment kernels (effqwen.gluon, M <= 16, the config a use_fragment linear launches; rel_err per row)',
                                 tinygemm='aten._weight_int4pack_mm, innerKTiles 8, zero point 0 (same weight as w4a16)'))
     say(f"copy bandwidth {res['copy_tbs']:.2f} TB/s")
     for (N, K), names in uniq.items():
@@ -1728,6 +1739,11 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
         del w4
         bcq = {q: (bcq_to_kernel_layout(pack_sign_words(torch.randint(0, 2, (q, N, K), device=dev, dtype=torch.int8) * 2 - 1)),
                    (torch.rand(q, N, K // group, device=dev) * 0.01).to(dt)) for q in planes}
+        frag = {}   # method -> (fragment matmul, words, scales, reference matmul, weight, scales in the kernel layout)
+        if G is not None and N % 16 == 0 and K % 128 == 0:
+            if group == 128: frag['w4a16_frag'] = (G.w4a16_fragment_matmul, G.w4_to_fragment(w4k, kernel_layout=True), s4, w4a16_mm_ref, w4k, s4)
+            if group in (64, 128, 256):
+                for q in planes: frag[f'bcq{q}_frag'] = (G.bcq_fragment_matmul, G.bcq_to_fragment(bcq[q][0], kernel_layout=True), bcq[q][1], bcq_mm_ref, *bcq[q])
         for M in Ms:
             if tune_rep and M <= 64:
                 mb = _m_bucket(M)
@@ -1742,6 +1758,12 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
             fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4k, s4, kernel_layout=True)}
             if tg is not None: fns['tinygemm'] = lambda: torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1])
             for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q], kernel_layout=True))
+            errs = {}
+            if M <= 16:
+                for method, (mm, fw, fs, ref, w, s) in frag.items():
+                    try: errs[method] = rel_error(mm(x, fw, fs), ref(x, w, s, kernel_layout=True))
+                    except Exception as e: say(f'{method} failed at {N}x{K} M={M}: {e}'); continue
+                    fns[method] = (lambda mm=mm, fw=fw, fs=fs: mm(x, fw, fs))
             timers = [('', 'memset')] + ([('@cleanL2', 'read')] if any(n.split('/')[1] in clean_l2 for n in names) else [])
             for suffix, flush in timers:
                 for method, fn in fns.items():
@@ -1751,13 +1773,13 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                     floor = max(byts / (HBM_TBS * 1e12), 2 * M * N * K / (BF16_TFLOPS * 1e12)) * 1e6
                     rows.append(dict(shape=names[0], also=names[1:], N=N, K=K, M=M, method=method + suffix, us=us, bytes=byts,
                                      gbps=byts / us / 1e3, frac_hbm=byts / (HBM_TBS * 1e12) * 1e6 / us, frac_roofline=floor / us,
-                                     tflops=2 * M * N * K / us / 1e6))
+                                     tflops=2 * M * N * K / us / 1e6, **({'rel_err': errs[method]} if method in errs else {})))
             say(f'{N}x{K} M={M}: ' + ' '.join(f"{r['method']} {r['us']:.1f}" for r in rows if r['N'] == N and r['K'] == K and r['M'] == M))
         if tg is not None:   # is tinygemm computing the same product as our kernels?
             x = torch.randn(1, K, device=dev, dtype=dt)
             res.setdefault('tinygemm_rel_err', {})[f'{N}x{K}'] = rel_error(torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1]),
                                                                             w4a16_mm_ref(x, w4k, s4, kernel_layout=True))
-        del s4, w4k, wbf, tg, bcq
+        del s4, w4k, wbf, tg, bcq, frag
         torch.cuda.empty_cache()
         if checkpoint: checkpoint(res)
     return res

@@ -9,6 +9,7 @@
    is rewritten after every shape.
 
 Usage (GPU machine): EFFQWEN_OUT=$OUT python3 tests/gpu_kernels_run.py [time budget in s for starting new shapes]
+(env TUNE_REP=0: no tuning, the committed picks; the Gluon fragment kernels are timed beside for M <= 16)
 Run `pytest tests/test_kernels_gpu.py` first for correctness.
 """
 import json, os, sys, time
@@ -104,6 +105,10 @@ if __name__ == '__main__':
     except Exception as e: old = []; print('old kernels failed:', e, flush=True)
     committed = json.loads((repo_root()/'data'/'results'/'kernels_h200.json').read_text())
     keep = {k: committed[k] for k in ('previous_run',) if k in committed}   # first run's M = 64/512 rows (prefill projection)
+    tune_rep = int(os.environ.get('TUNE_REP', '2'))   # 0: no tuning; the library kernels take the committed picks (autoloaded), carried over
+    if tune_rep == 0:
+        keep |= dict(tuned=committed.get('tuned', {}), tuned_from=f"not re-tuned (TUNE_REP=0): the picks of the committed run of {committed['provenance'].get('date', '?')[:10]}, "
+                                                          f"git {committed['provenance'].get('git_sha', '?')[:7]}, which the library kernels loaded")
     def save(r):
         path = write_result('kernels_h200', dict(r, old_kernels=old, floors=fl, **keep), 'gpu')
         if os.environ.get('EFFQWEN_SHA'):   # the GPU copy's .git can be stale: stamp the sha of the checkout that sent the tree
@@ -111,7 +116,7 @@ if __name__ == '__main__':
             doc['provenance'].update(git_sha=os.environ['EFFQWEN_SHA'], note=os.environ.get('EFFQWEN_NOTE', ''), command=os.environ.get('EFFQWEN_CMD', ''))
             path.write_text(json.dumps(doc, indent=1) + '\n')
         (out/'kernels_h200.json').write_text(path.read_text())
-    res = K.benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), Ms=(1, 2, 4, 8, 16), tune_rep=2,
+    res = K.benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), Ms=(1, 2, 4, 8, 16), tune_rep=tune_rep,
                               progress=lambda m: print(f'[{time.time() - t:5.0f}s] {m}', flush=True), checkpoint=save, time_budget_s=budget)
     save(res)
     print(f'DONE in {time.time() - t:.0f}s', flush=True)
