@@ -578,13 +578,14 @@ def _env_max_m(name: str, default: str) -> int:
     if not v.isdigit(): raise ValueError(f'{name}={v!r} must be a row count M >= 0 (0: never; 1: decode only; 16: decode and verify)')
     return int(v)
 
-SUB136 = _env_max_m('EFFQWEN_FRAG_SUB136', '1')   # W4A16: launches with M <= SUB136 dequantize to code − 8 and drop the correction mma (`_group`)
+SUB136 = _env_max_m('EFFQWEN_FRAG_SUB136', '8')   # W4A16: launches with M <= SUB136 dequantize to code − 8 and drop the correction mma (`_group`)
 
 SUB136_PLAIN = _env_max_m('EFFQWEN_FRAG_SUB136_PLAIN', '0')   # and plain products (no SwiGLU / norm epilogue, no normalized input) with M <= this
 
 def _use_sub136(M: int, plain: bool = False) -> bool:
     """Whether a W4A16 fragment launch of M rows takes `SUB136`'s path: measured faster at M = 1 and, with every launch
-    on it, slower at M = 16 on the H200 (`step_sub136_ab_h200.json`); the plain kernel alone at M = 16 is faster on some
+    on it, slower at M = 16 on the H200 (`step_sub136_ab_h200.json`); M = 2..8 run the same 8-column mma as M = 1 and take it
+    too (`kernel_compute_probe_h200_m2_8.json`); the plain kernel alone at M = 16 is faster on some
     shapes and slower on others (`kernel_compute_probe_h200_m16.json`), so plain products have their own bound."""
     return M <= int(SUB136) or (plain and M <= int(SUB136_PLAIN))
 

@@ -25,6 +25,8 @@ three ways in one run:
                                                        # correction MMAs / without its dequantize (wrong products, time only)
     python scripts/gluon_stream_probe.py compute-sub136 [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m16.json: the
                                                        # plain kernel at M = 16 per shape, SUB136 off and on
+    python scripts/gluon_stream_probe.py compute-sub136-small [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m2_8.json:
+                                                       # the plain kernel at M = 2, 4, 8 per shape, SUB136 off and on
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md, kernel_split_probe.md, ...
 """
 import argparse, itertools, json, os, time, traceback
@@ -374,6 +376,18 @@ def compute_sub136(out: str | None):
                 'kernel (no epilogue) with SUB136 off (EFFQWEN_FRAG_SUB136=0: the constant-A correction mma) and on at M = 16 (=16: '
                 'code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136')
 
+def compute_sub136_small(out: str | None):
+    """The plain kernel at M = 2, 4, 8 (the same 8-column mma as decode's M = 1) per engine shape, with the correction mma
+    (EFFQWEN_FRAG_SUB136=1: only M = 1 on SUB136) and with `SUB136` (=8), as `compute_one` times it.
+    -> data/results/kernel_compute_probe_h200_m2_8.json"""
+    t0 = time.time()
+    res = _compute_runs({f'sub136_max_m={s}': ('base', dict(COMPUTE_M='2,4,8', EFFQWEN_FRAG_SUB136=s)) for s in ('1', '8')})
+    _write('kernel_compute_probe_h200_m2_8', out, t0, variants=res,
+           note='µs per call of the W4A16 fragment kernel at M = 2, 4, 8, the engine\'s config per shape: memset = effqwen.kernels._bench with a '
+                '256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. The plain '
+                'kernel with SUB136 for M <= 1 only (EFFQWEN_FRAG_SUB136=1: these M take the constant-A correction mma) and for M <= 8 '
+                '(=8: code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136-small')
+
 def render():
     from effqwen.core import write_table, provenance_line
     doc = json.load(open(f'data/results/{NAME}.json'))
@@ -517,6 +531,6 @@ def split(out: str | None):
                 'again_equal and rel_err within 5% of the smallest (the split changes only the summation order)')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
