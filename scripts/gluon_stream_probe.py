@@ -365,28 +365,28 @@ def compute(out: str | None):
                 'base: the kernel; nocorr: without its constant-A correction MMAs; nodq: also without its dequantize ALU work '
                 '(words bitcast). Probe only: nocorr / nodq compute wrong products.')
 
+def _sub136_runs(out: str | None, name: str, ms: str, settings: tuple, what: str):
+    "The plain kernel at the row counts `ms` per engine shape, once per EFFQWEN_FRAG_SUB136 setting, as `compute_one` times it -> name."
+    t0 = time.time()
+    res = _compute_runs({f'sub136_max_m={s}': ('base', dict(COMPUTE_M=ms, EFFQWEN_FRAG_SUB136=s)) for s in settings})
+    _write(name, out, t0, variants=res,
+           note=f'µs per call of the W4A16 fragment kernel at M = {ms.replace(",", ", ")}, the engine\'s config per shape: memset = effqwen.kernels._bench with a '
+                '256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. The plain ' + what)
+
 def compute_sub136(out: str | None):
     """The plain kernel at M = 16 (the verify width) per shape, with the constant-A correction mma and with `SUB136`
     (code − 8, one mma), as `compute_one` times it. -> data/results/kernel_compute_probe_h200_m16.json"""
-    t0 = time.time()
-    res = _compute_runs({f'sub136_max_m={s}': ('base', dict(COMPUTE_M='16', EFFQWEN_FRAG_SUB136=s)) for s in ('0', '16')})
-    _write('kernel_compute_probe_h200_m16', out, t0, variants=res,
-           note='µs per call of the W4A16 fragment kernel at M = 16, the engine\'s config per shape: memset = effqwen.kernels._bench with a '
-                '256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. The plain '
-                'kernel (no epilogue) with SUB136 off (EFFQWEN_FRAG_SUB136=0: the constant-A correction mma) and on at M = 16 (=16: '
-                'code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136')
+    _sub136_runs(out, 'kernel_compute_probe_h200_m16', '16', ('0', '16'),
+                 'kernel (no epilogue) with SUB136 off (EFFQWEN_FRAG_SUB136=0: the constant-A correction mma) and on at M = 16 (=16: '
+                 'code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136')
 
 def compute_sub136_small(out: str | None):
     """The plain kernel at M = 2, 4, 8 (the same 8-column mma as decode's M = 1) per engine shape, with the correction mma
     (EFFQWEN_FRAG_SUB136=1: only M = 1 on SUB136) and with `SUB136` (=8), as `compute_one` times it.
     -> data/results/kernel_compute_probe_h200_m2_8.json"""
-    t0 = time.time()
-    res = _compute_runs({f'sub136_max_m={s}': ('base', dict(COMPUTE_M='2,4,8', EFFQWEN_FRAG_SUB136=s)) for s in ('1', '8')})
-    _write('kernel_compute_probe_h200_m2_8', out, t0, variants=res,
-           note='µs per call of the W4A16 fragment kernel at M = 2, 4, 8, the engine\'s config per shape: memset = effqwen.kernels._bench with a '
-                '256 MB memset flush; chain+pdl = CHAIN calls on distinct weight copies back to back in one CUDA graph under PDL. The plain '
-                'kernel with SUB136 for M <= 1 only (EFFQWEN_FRAG_SUB136=1: these M take the constant-A correction mma) and for M <= 8 '
-                '(=8: code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136-small')
+    _sub136_runs(out, 'kernel_compute_probe_h200_m2_8', '2,4,8', ('1', '8'),
+                 'kernel with SUB136 for M <= 1 only (EFFQWEN_FRAG_SUB136=1: these M take the constant-A correction mma) and for M <= 8 '
+                 '(=8: code - 8, one mma). scripts/gluon_stream_probe.py compute-sub136-small')
 
 def render():
     from effqwen.core import write_table, provenance_line
