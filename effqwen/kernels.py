@@ -1739,11 +1739,11 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
         del w4
         bcq = {q: (bcq_to_kernel_layout(pack_sign_words(torch.randint(0, 2, (q, N, K), device=dev, dtype=torch.int8) * 2 - 1)),
                    (torch.rand(q, N, K // group, device=dev) * 0.01).to(dt)) for q in planes}
-        frag = {}   # method -> (fragment matmul, words, scales, reference matmul, weight, scales in the kernel layout)
+        frag = {}   # method -> (fragment matmul, its words, reference matmul, weight in the kernel layout, scales (both take them))
         if G is not None and N % 16 == 0 and K % 128 == 0:
-            if group == 128: frag['w4a16_frag'] = (G.w4a16_fragment_matmul, G.w4_to_fragment(w4k, kernel_layout=True), s4, w4a16_mm_ref, w4k, s4)
+            if group == 128: frag['w4a16_frag'] = (G.w4a16_fragment_matmul, G.w4_to_fragment(w4k, kernel_layout=True), w4a16_mm_ref, w4k, s4)
             if group in (64, 128, 256):
-                for q in planes: frag[f'bcq{q}_frag'] = (G.bcq_fragment_matmul, G.bcq_to_fragment(bcq[q][0], kernel_layout=True), bcq[q][1], bcq_mm_ref, *bcq[q])
+                for q in planes: frag[f'bcq{q}_frag'] = (G.bcq_fragment_matmul, G.bcq_to_fragment(bcq[q][0], kernel_layout=True), bcq_mm_ref, *bcq[q])
         for M in Ms:
             if tune_rep and M <= 64:
                 mb = _m_bucket(M)
@@ -1760,10 +1760,10 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
             for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q], kernel_layout=True))
             errs = {}
             if M <= 16:
-                for method, (mm, fw, fs, ref, w, s) in frag.items():
-                    try: errs[method] = rel_error(mm(x, fw, fs), ref(x, w, s, kernel_layout=True))
+                for method, (mm, fw, ref, w, s) in frag.items():
+                    try: errs[method] = rel_error(mm(x, fw, s), ref(x, w, s, kernel_layout=True))
                     except Exception as e: say(f'{method} failed at {N}x{K} M={M}: {e}'); continue
-                    fns[method] = (lambda mm=mm, fw=fw, fs=fs: mm(x, fw, fs))
+                    fns[method] = (lambda mm=mm, fw=fw, s=s: mm(x, fw, s))
             timers = [('', 'memset')] + ([('@cleanL2', 'read')] if any(n.split('/')[1] in clean_l2 for n in names) else [])
             for suffix, flush in timers:
                 for method, fn in fns.items():
