@@ -18,7 +18,7 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
            'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_LATE',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH',
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
@@ -327,18 +327,13 @@ if triton is not None:
         tl.inline_asm_elementwise("prefetch.global.L2 [$1]; // $0 unused", "=r,l", [p], dtype=tl.int32, is_pure=False, pack=1)
 
     @triton.jit
-    def _pdl_enter(PDL: tl.constexpr, LATE: tl.constexpr = False):
+    def _pdl_enter(PDL: tl.constexpr):
         """Programmatic dependent launch of the small kernels before a W4A16 linear (norm, SwiGLU, the mixers' output
         kernels): let that linear start now (it loads its weights while this kernel runs, `effqwen.kernels._pdl_wait`),
-        then wait for the kernel before this one (launched with PDL, this kernel may start before it ends). LATE: wait
-        first, so the next kernel's programs take no SM room while the kernel before this one still runs."""
+        then wait for the kernel before this one (launched with PDL, this kernel may start before it ends)."""
         if PDL:
-            if LATE:
-                tl.extra.cuda.gdc_wait()
-                tl.extra.cuda.gdc_launch_dependents()
-            else:
-                tl.extra.cuda.gdc_launch_dependents()
-                tl.extra.cuda.gdc_wait()
+            tl.extra.cuda.gdc_launch_dependents()
+            tl.extra.cuda.gdc_wait()
 
     @triton.jit
     def _add_rms_norm_kernel(x_ptr, y_ptr, w_ptr, xo_ptr, h_ptr, N, eps,
@@ -658,9 +653,8 @@ if triton is not None:
                           H: tl.constexpr, HKV: tl.constexpr, D: tl.constexpr, R: tl.constexpr, GATE: tl.constexpr,
                           QKN: tl.constexpr, OFFSET: tl.constexpr, BD: tl.constexpr, QS: tl.constexpr, HALF: tl.constexpr,
                           BT: tl.constexpr = 1,   # tokens per program (one head each): 1 for a step, more for a prompt
-                          PDL: tl.constexpr = False,
-                          LATE: tl.constexpr = False):   # the split-K kernel after this one launches once this one has waited (`ATTN_LATE`)
-        _pdl_enter(PDL, LATE)
+                          PDL: tl.constexpr = False):
+        _pdl_enter(PDL)
         i = tl.program_id(0)
         t = tl.program_id(1).to(tl.int64) * BT + tl.arange(0, BT); mt = t < T
         dt = q_ptr.dtype.element_ty
@@ -705,9 +699,7 @@ if triton is not None:
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
-                           PREFETCH: tl.constexpr = False,   # (GPU, under PDL) this program's keys / values into L2 before the wait
-                           LATE: tl.constexpr = False):   # after a LATE prep kernel: every earlier kernel is done, so pos is read
-                           # first and a chunk no row sees leaves without waiting (`ATTN_LATE`)
+                           PREFETCH: tl.constexpr = False):   # (GPU, under PDL) this program's keys / values into L2 before the wait
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
             L0 = tl.load(pos_ptr) + T; st0 = tl.program_id(1).to(tl.int64) * CHUNK
@@ -716,17 +708,11 @@ if triton is not None:
                 rr = tl.minimum(st0 + tl.arange(0, CHUNK), L0 - 1)
                 off = (tl.program_id(0).to(tl.int64) * LMAX + rr[:, None]) * D + (tl.arange(0, D // LINE) * LINE)[None, :]
                 _l2_prefetch(kc_ptr + off); _l2_prefetch(vc_ptr + off)
+        _pdl_enter(PDL)
         j = tl.program_id(0); s = tl.program_id(1)
-        start = s.to(tl.int64) * CHUNK
-        if LATE:
-            pos = tl.load(pos_ptr)
-            live = start < pos + T
-            if WIN > 0: live = live & (start + CHUNK > pos - WIN + 1)
-            if live: _pdl_enter(PDL)
-        else:
-            _pdl_enter(PDL)
-            pos = tl.load(pos_ptr)
+        pos = tl.load(pos_ptr)
         L = pos + T                                                     # keys the last row sees
+        start = s.to(tl.int64) * CHUNK
         if start < L and (WIN == 0 or start + CHUNK > pos - WIN + 1):   # (a window: chunks below every row's window are skipped)
             r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
             lim = pos + t if CAUSAL else pos + T - 1 + 0 * t            # row r sees keys <= its own position (CAUSAL)
@@ -1029,8 +1015,8 @@ def prefill_attention(q:torch.Tensor, # (T, H, D) queries of positions 0..T-1
 
 ATTN_PREP_BT = 4   # prompt rows per program of the q/k/v prep (78 us vs 201 us at one row, 8192 rows of the 4B shape: prefill_probe_h200.json)
 
-def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, late:bool=False):
-    "q/k RMSNorm + partial RoPE at positions pos.. of the T rows, k/v written into the caches; q (T, H, D). late: `ATTN_LATE`'s order."
+def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
+    "q/k RMSNorm + partial RoPE at positions pos.. of the T rows, k/v written into the caches; q (T, H, D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
     T = proj.shape[0]
     q = proj.new_empty(T, H, D)
@@ -1038,7 +1024,7 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, late:bool=Fal
     bt = ATTN_PREP_BT if T > 64 else 1                                  # a prompt: a block of rows per head and program
     _attn_prep_kernel[(H + Hkv, triton.cdiv(T, bt))](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, q, kc, vc, proj.shape[-1],
                                     kc.shape[1], eps, T, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
-                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, BT=bt, num_warps=4, LATE=late, **_pdl(q))
+                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, BT=bt, num_warps=4, **_pdl(q))
     return q
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
@@ -1057,11 +1043,6 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 # program prefetches its chunk's keys / values into L2 before it waits for the prep kernel, so the DRAM reads start while
 # the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it). Off: no faster in the engine A/B
 # (profile_steps early_ab, three runs: decode back to back -13 / +11 / +11 µs a token at 8192 tokens, step_early_ab_h200.json)
-
-ATTN_LATE = os.environ.get('EFFQWEN_ATTN_LATE', '0') == '1'   # decode / verify under programmatic dependent launch: the
-# attention's prep kernel waits for the q/k/v projection before it lets the split-K kernel launch (not the other way round),
-# and split-K programs of chunks past the context leave before waiting. Without it the split-K programs (192 KB of shared
-# memory each at the decode tiles) sit on the SMs, waiting, while the projection's last CTAs still run.
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
@@ -1082,16 +1063,15 @@ def _fit_tiles(bl:int, ns:int, D:int, smem:int, esize:int=2)->tuple:
         else: bl //= 2
     return bl, ns
 
-def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None, late:bool=False):
+def fused_attn_decode(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, part=None, chunk:int|None=None):
     "One token of (gated) attention over the static cache: prep, split-K flash decoding, combine + gate; (1, H·D)."
-    q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims, late)
-    return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk, late=late)
+    q = fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims)
+    return fused_attn_rows(q, proj, pos, kc, vc, dims, part, chunk)
 
 def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (their keys/values already in the caches)
                     proj, pos, kc, vc, dims, part=None, chunk:int|None=None,
                     causal:bool=True, # False: every row sees all keys before pos + T (a DFlash drafter's block)
                     window:int=0, # > 0: row t sees no key below pos + t - window + 1
-                    late:bool=False, # q came from `fused_attn_prep(late=True)` just before (`ATTN_LATE`)
                    ):
     "Split-K flash attention of T tokens over the static cache (decode: T = 1, verify: T = B; causal unless `causal=False`), combine + gate; (T, H·D)."
     H, Hkv, D, R, gate, qk_norm, eps, offset = dims
@@ -1104,7 +1084,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     pdl = _pdl(q)
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), LATE=late and bool(pdl), **pdl)
+                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0
@@ -1638,10 +1618,10 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
             elif fz: y = fused_gdn_decode(*args)
             else: y = f['gdn_decode'](*args)
         elif fz and mode == 'decode':
-            y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part, late=ATTN_LATE)
+            y = fused_attn_decode(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, self._part)
         elif fz and mode == 'verify':                                              # Triton prep (k/v into the cache), causal attention
-            q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims, late=ATTN_LATE and VERIFY_ATTN == 'split')
-            if VERIFY_ATTN == 'split': y = fused_attn_rows(q, proj, self.pos, L.kc, L.vc, self.attn_dims, self._part, late=ATTN_LATE)
+            q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)
+            if VERIFY_ATTN == 'split': y = fused_attn_rows(q, proj, self.pos, L.kc, L.vc, self.attn_dims, self._part)
             else: y = gated(gqa_attention(q, [(L.kc, L.vc)], see, scale), _attn_gate(proj, self.attn_dims))
         elif fz:                                                                   # prefill: Triton prep, then flash attention
             q = fused_attn_prep(proj, self.cos, self.sin, self.pos, L.qn_w, L.kn_w, L.kc, L.vc, self.attn_dims)

@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: attn_late_ab, skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -460,21 +460,6 @@ def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     try: r = steps_ab(eng, ids, {str(c): (lambda c=c: use(c)) for c in chunks}, rounds=2, setup=True)
     finally: E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
     return dict(r, context=int(ids.shape[1]), module_default=own)
-
-def attn_late_ab(eng, ids) -> dict|None:
-    """Decode-1 / verify-16 with the attention's prep kernel triggering the split-K launch before its PDL wait (as
-    every small kernel does) and after it (`ATTN_LATE`: the split-K programs, 192 KB of shared memory each at the
-    decode tiles, then take no SM room while the q/k/v projection still runs; chunks past the context leave at once),
-    at the engine's chunk and at twice it (attn_chunk_ab found 512 faster than 256 for decode at 8192 tokens in the
-    engine, though slower alone: fewer resident programs). Same sums: same tokens expected per chunk."""
-    import effqwen.engine as E
-    if DEV != 'cuda' or not eng.use_graphs or not any(L.kind != 'linear_attention' for L in eng.layers): return None
-    own = E.ATTN_LATE, E.ATTN_CHUNK
-    def use(late, c): E.ATTN_LATE, E.ATTN_CHUNK = late, c
-    sets = {f'late={int(l)} chunk={c}': (lambda l=l, c=c: use(l, c)) for c in (own[1], 2 * own[1]) for l in (False, True)}
-    try: r = steps_ab(eng, ids, sets, rounds=int(os.environ.get('AB_ROUNDS', 3)), setup=True)
-    finally: use(*own); eng.setup(eng.max_seq_len)
-    return dict(r, context=int(ids.shape[1]), module_default=dict(late=own[0], chunk=own[1]))
 
 def _group_rows(steps: dict) -> list:
     "Table rows: per kernel group, each step's µs (share, kernels per step); then each step's total."

@@ -1,6 +1,6 @@
 """The engine's decode kernels compiled for sm_90 without a GPU (Triton's wheel carries ptxas): the loads that need not
 wait for the kernel before (`GDN_STATE_EARLY`, `ATTN_PREFETCH`) come before the programmatic-dependent-launch wait in
-the PTX when asked for, and not otherwise; `ATTN_LATE` orders the attention's wait and trigger as it says."""
+the PTX when asked for, and not otherwise."""
 import os
 import pytest
 
@@ -37,36 +37,7 @@ def test_attention_prefetch_before_the_wait():
     import effqwen.engine as E
     sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
                LMAX='i32', NS='i32', scale='fp32')
-    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0, LATE=False)
+    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0)
     pf, total = _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=True), 'prefetch.global.L2')
     assert pf == total == 16                                # 256 rows x 4 lines, keys and values, over 128 threads
     assert _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=False), 'prefetch.global.L2') == (0, 0)
-
-def _pdl_lines(kernel, sig: dict, consts: dict, warps: int = 4, stages: int = 3) -> tuple:
-    "(first line of griddepcontrol.wait, of griddepcontrol.launch_dependents, of an ld.global) in `kernel`'s sm_90 PTX."
-    from triton.compiler import ASTSource
-    from triton.backends.compiler import GPUTarget
-    sig = sig | {k: 'constexpr' for k in consts}
-    ptrs = [i for i, t in enumerate(sig.values()) if t.startswith('*')]
-    k = triton.compile(ASTSource(kernel, sig, consts, attrs={(i,): [['tt.divisibility', 16]] for i in ptrs}),
-                       target=GPUTarget('cuda', 90, 32), options=dict(num_warps=warps, num_stages=stages))
-    lines = k.asm['ptx'].splitlines()
-    return tuple(next(i for i, l in enumerate(lines) if op in l) for op in ('griddepcontrol.wait', 'griddepcontrol.launch_dependents', 'ld.global'))
-
-def test_attention_late_trigger_order():
-    "`ATTN_LATE`: the prep kernel waits before it lets the next kernel launch; the split-K kernel reads pos before waiting."
-    import effqwen.engine as E
-    sig = dict(proj_ptr='*bf16', cos_ptr='*fp32', sin_ptr='*fp32', pos_ptr='*i64', qn_ptr='*fp32', kn_ptr='*fp32', q_ptr='*bf16',
-               kc_ptr='*bf16', vc_ptr='*bf16', PS='i32', LMAX='i32', eps='fp32', T='i32')
-    base = dict(H=16, HKV=4, D=256, R=64, GATE=True, QKN=True, OFFSET=True, BD=256, QS=512, HALF=32, BT=1, PDL=True)
-    w, t, _ = _pdl_lines(E._attn_prep_kernel, sig, base | dict(LATE=True))
-    assert w < t
-    w, t, _ = _pdl_lines(E._attn_prep_kernel, sig, base | dict(LATE=False))
-    assert t < w
-    sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
-               LMAX='i32', NS='i32', scale='fp32')
-    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0, PREFETCH=False)
-    w, t, ld = _pdl_lines(E._attn_split_kernel, sig, base | dict(LATE=True))
-    assert ld < w and t < w + 3                              # pos first; the trigger right at the wait, as before
-    w, t, ld = _pdl_lines(E._attn_split_kernel, sig, base | dict(LATE=False))
-    assert t < w < ld
