@@ -18,7 +18,7 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
            'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH',
+           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL',
            'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
            'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
            'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
@@ -1024,7 +1024,7 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
     bt = ATTN_PREP_BT if T > 64 else 1                                  # a prompt: a block of rows per head and program
     _attn_prep_kernel[(H + Hkv, triton.cdiv(T, bt))](proj, cos, sin, pos, w0, kn_w if kn_w is not None else w0, q, kc, vc, proj.shape[-1],
                                     kc.shape[1], eps, T, H=H, HKV=Hkv, D=D, R=R, GATE=gate, QKN=qk_norm, OFFSET=offset,
-                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, BT=bt, num_warps=4, **_pdl(q))
+                                    BD=_np2(D), QS=2 * D if gate else D, HALF=R // 2, BT=bt, num_warps=4, **_attn_pdl(q))
     return q
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
@@ -1043,6 +1043,13 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 # program prefetches its chunk's keys / values into L2 before it waits for the prep kernel, so the DRAM reads start while
 # the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it). Off: no faster in the engine A/B
 # (profile_steps early_ab, three runs: decode back to back -13 / +11 / +11 µs a token at 8192 tokens, step_early_ab_h200.json)
+
+ATTN_PDL = os.environ.get('EFFQWEN_ATTN_PDL', '1') == '1'   # the attention's prep / split-K / combine kernels under
+# programmatic dependent launch where `_pdl` says so (0: plain launches, for the A/B)
+
+def _attn_pdl(t:torch.Tensor)->dict:
+    "`_pdl`'s launch options for the attention kernels, unless `ATTN_PDL` is off."
+    return _pdl(t) if ATTN_PDL else {}
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
@@ -1081,7 +1088,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     mp, lp, ap = part if part is not None else attn_partials(Hkv, NS, BR, D, q.device)
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T, kc.element_size()), ATTN_WARPS
-    pdl = _pdl(q)
+    pdl = _attn_pdl(q)
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
                                   CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
@@ -1092,7 +1099,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if bs < 1 or bs & (bs - 1): raise ValueError(f'combine chunks per step {bs} (ATTN_COMBINE_BS / ATTN_COMBINE_DECODE) must be a power of two')
     _attn_combine_kernel[(T * H * (D // bd if bd else 1),)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
                                    T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=bs, num_warps=4,
-                                   CAUSAL=causal, WIN=window, BD=bd, **_pdl(y))
+                                   CAUSAL=causal, WIN=window, BD=bd, **_attn_pdl(y))
     return y
 
 @torch.library.custom_op('effqwen::block_attn', mutates_args=())

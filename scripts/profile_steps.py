@@ -7,7 +7,7 @@ deciding what to optimize, not a latency result (26_latency has those).
 
     python scripts/profile_steps.py --out $OUT          # on the GPU -> $OUT/data/results/step_profile_h200.json
     python scripts/profile_steps.py --render            # -> data/tables/step_profile.md
-    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
+    python scripts/profile_steps.py --only fragment_ab --out $OUT   # parts alone (also: attr_ab, skip_ab, sub136_ab, early_ab, ctx_curve, decode_chain_ab, swiglu_epilogue_ab, norm_epilogue_ab, norm_split_ab, gdn_xcat_ab, frag_picks_ab, pdl_ab, split_ab, fence_ab, argmax_head_ab, decode_profile, ...)
                                                         # -> step_<parts>_h200.json; --render-ab -> engine_step_ab.md (every step_*_ab_h200.json)
     DEV=cpu TINY=1 python scripts/profile_steps.py      # dry run on a CPU (tiny Qwen3.5, CPU op times)
 """
@@ -460,6 +460,35 @@ def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     try: r = steps_ab(eng, ids, {str(c): (lambda c=c: use(c)) for c in chunks}, rounds=2, setup=True)
     finally: E.ATTN_CHUNK = own; eng.setup(eng.max_seq_len)
     return dict(r, context=int(ids.shape[1]), module_default=own)
+
+def attr_ab(eng, ids) -> dict|None:
+    """Decode-1 / verify-16 under settings of module attributes read while the steps are recorded, from env ATTR_AB:
+    'name:ATTR=value,ATTR=value;name:...' (values Python literals; ATTR of effqwen.engine, or gluon.ATTR of
+    effqwen.gluon; a setting with no assignment is the modules' own values), ATTR_AB_SETUP=1 to set the engine up again
+    per setting (attributes that size its scratch), AB_ROUNDS rounds (default 3). The modules' values are restored."""
+    import ast, importlib
+    if DEV != 'cuda' or not eng.use_graphs: return None
+    mods = dict(engine=importlib.import_module('effqwen.engine'), gluon=importlib.import_module('effqwen.gluon'))
+    def parse(spec):
+        name, _, assigns = spec.partition(':')
+        out = []
+        for a in filter(None, assigns.split(',')):
+            k, v = a.split('=', 1); m, _, attr = k.strip().rpartition('.')
+            mod = mods[m or 'engine']
+            if not hasattr(mod, attr): raise ValueError(f'ATTR_AB: {m or "engine"} has no attribute {attr}')
+            out.append((mod, attr, ast.literal_eval(v.strip())))
+        return name.strip(), out
+    sets = [parse(s) for s in filter(None, os.environ.get('ATTR_AB', '').split(';'))]
+    if not sets: raise ValueError("attr_ab needs env ATTR_AB='name:ATTR=value,...;name:...'")
+    own = {(id(mod), attr): (mod, attr, getattr(mod, attr)) for _, a in sets for mod, attr, _ in a}
+    def use(assigns):
+        for mod, attr, v in own.values(): setattr(mod, attr, v)
+        for mod, attr, v in assigns: setattr(mod, attr, v)
+    setup = os.environ.get('ATTR_AB_SETUP', '0') == '1'
+    try: r = steps_ab(eng, ids, {n: (lambda a=a: use(a)) for n, a in sets}, rounds=int(os.environ.get('AB_ROUNDS', 3)), setup=setup)
+    finally:
+        use([]); eng.setup(eng.max_seq_len) if setup else eng._capture()
+    return dict(r, context=int(ids.shape[1]), settings=os.environ['ATTR_AB'])
 
 def _group_rows(steps: dict) -> list:
     "Table rows: per kernel group, each step's µs (share, kernels per step); then each step's total."
