@@ -19,19 +19,18 @@ __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EA
            'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
            'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
            'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL',
-           'ATTN_SPLIT_PROGRAMS', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK',
-           'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD',
-           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS',
-           'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT',
-           'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm', 'fused_argmax',
-           'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify',
-           'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention',
-           'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead',
-           'Engine', 'fragment_default', 'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok',
-           'speculative_generate', 'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config',
-           'benchmark_latency']
+           'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
+           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
+           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
+           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig',
+           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
+           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
+           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default',
+           'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -710,42 +709,41 @@ if triton is not None:
                 off = (tl.program_id(0).to(tl.int64) * LMAX + rr[:, None]) * D + (tl.arange(0, D // LINE) * LINE)[None, :]
                 _l2_prefetch(kc_ptr + off); _l2_prefetch(vc_ptr + off)
         _pdl_enter(PDL)
-        j = tl.program_id(0)
+        j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
         L = pos + T                                                     # keys the last row sees
-        for s in range(tl.program_id(1), NS, tl.num_programs(1)):      # chunks s, s + programs, ...: one, unless the grid is capped (`ATTN_SPLIT_PROGRAMS`)
-            start = s * CHUNK + 0 * pos                                 # (int64, as pos: s is an int under the interpreter)
-            if start < L and (WIN == 0 or start + CHUNK > pos - WIN + 1):   # (a window: chunks below every row's window are skipped)
-                r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
-                lim = pos + t if CAUSAL else pos + T - 1 + 0 * t            # row r sees keys <= its own position (CAUSAL)
-                low = pos + t - WIN + 1                                     # (WIN: and >= this)
-                d = tl.arange(0, D)
-                q = tl.load(q_ptr + (t[:, None] * H + j * REP + g[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
-                m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
-                l_i = tl.zeros((BR,), dtype=tl.float32)
-                acc = tl.zeros((BR, D), dtype=tl.float32)
-                end = tl.minimum(start + CHUNK, L)
-                base = j.to(tl.int64) * LMAX * D
-                for l0 in range(start, end, BL):
-                    lo = l0 + tl.arange(0, BL); ml = lo < end
-                    k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
-                    if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
-                    else: sc = tl.dot(q, tl.trans(k)) * scale
-                    ok = ml[None, :] & (lo[None, :] <= lim[:, None])
-                    if WIN > 0: ok = ok & (lo[None, :] >= low[:, None])
-                    sc = tl.where(ok, sc, float('-inf'))
-                    m_new = tl.maximum(m_i, tl.max(sc, 1))
-                    m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
-                    alpha = tl.exp(m_i - m_ok)
-                    p = tl.exp(sc - m_ok[:, None])
-                    l_i = l_i * alpha + tl.sum(p, 1)
-                    v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
-                    if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
-                    else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-                    m_i = m_new
-                po = (j * NS + s) * BR + r
-                tl.store(mp_ptr + po, m_i, mask=mr); tl.store(lp_ptr + po, l_i, mask=mr)   # the query rows only (the combine reads no padding row)
-                tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc, mask=mr[:, None])
+        start = s.to(tl.int64) * CHUNK
+        if start < L and (WIN == 0 or start + CHUNK > pos - WIN + 1):   # (a window: chunks below every row's window are skipped)
+            r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
+            lim = pos + t if CAUSAL else pos + T - 1 + 0 * t            # row r sees keys <= its own position (CAUSAL)
+            low = pos + t - WIN + 1                                     # (WIN: and >= this)
+            d = tl.arange(0, D)
+            q = tl.load(q_ptr + (t[:, None] * H + j * REP + g[:, None]) * D + d[None, :], mask=mr[:, None], other=0.0)
+            m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
+            l_i = tl.zeros((BR,), dtype=tl.float32)
+            acc = tl.zeros((BR, D), dtype=tl.float32)
+            end = tl.minimum(start + CHUNK, L)
+            base = j.to(tl.int64) * LMAX * D
+            for l0 in range(start, end, BL):
+                lo = l0 + tl.arange(0, BL); ml = lo < end
+                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
+                else: sc = tl.dot(q, tl.trans(k)) * scale
+                ok = ml[None, :] & (lo[None, :] <= lim[:, None])
+                if WIN > 0: ok = ok & (lo[None, :] >= low[:, None])
+                sc = tl.where(ok, sc, float('-inf'))
+                m_new = tl.maximum(m_i, tl.max(sc, 1))
+                m_ok = tl.where(m_new == float('-inf'), 0.0, m_new)     # rows that see no key yet (verify rows, last chunk)
+                alpha = tl.exp(m_i - m_ok)
+                p = tl.exp(sc - m_ok[:, None])
+                l_i = l_i * alpha + tl.sum(p, 1)
+                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
+                if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
+                else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
+                m_i = m_new
+            po = (j * NS + s) * BR + r
+            tl.store(mp_ptr + po, m_i, mask=mr); tl.store(lp_ptr + po, l_i, mask=mr)   # the query rows only (the combine reads no padding row)
+            tl.store(ap_ptr + po[:, None].to(tl.int64) * D + d[None, :], acc, mask=mr[:, None])
 
     @triton.jit
     def _attn_combine_kernel(mp_ptr, lp_ptr, ap_ptr, pos_ptr, proj_ptr, out_ptr, NS,
@@ -1047,25 +1045,12 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 # (profile_steps early_ab, three runs: decode back to back -13 / +11 / +11 µs a token at 8192 tokens, step_early_ab_h200.json)
 
 ATTN_PDL = os.environ.get('EFFQWEN_ATTN_PDL', '1') == '1'   # the attention's prep / split-K / combine kernels under
-# programmatic dependent launch where `_pdl` says so (0: plain launches, for the A/B)
+# programmatic dependent launch where `_pdl` says so (0: plain launches; decode at 8192 tokens 1.674 -> 1.671 ms, within
+# noise: step_attr_ab_h200_attn_tiles.json)
 
 def _attn_pdl(t:torch.Tensor)->dict:
     "`_pdl`'s launch options for the attention kernels, unless `ATTN_PDL` is off."
     return _pdl(t) if ATTN_PDL else {}
-
-ATTN_SPLIT_PROGRAMS = None   # split-K programs per kv head, each taking chunks s, s + programs, ... of the NS: None = as many as
-# the GPU has SMs per kv head (132 // 4 = 33 on an H200 at the 4B shape), so a cache of NS = 34 chunks (8,472 positions) does
-# not leave 4 programs of 192 KB of shared memory to a second wave after the others; 0 = NS (one chunk each); n = at most n
-
-def _split_programs(Hkv:int, NS:int, device)->int:
-    "Programs per kv head of the split-K attention for NS chunks: `ATTN_SPLIT_PROGRAMS`, or (None) the SMs per kv head on a GPU."
-    n = ATTN_SPLIT_PROGRAMS
-    if n is None:
-        if device.type != 'cuda': return NS
-        if device not in _SMS: _SMS[device] = torch.cuda.get_device_properties(device).multi_processor_count
-        n = max(1, _SMS[device] // Hkv)
-    return NS if n <= 0 else min(n, NS)
-_SMS: dict = {}
 
 ATTN_VERIFY_TILES = (32, 4)   # (BL, stages) for several rows (verify-16): attn_decode_sweep_h200.json, 16 rows at 8192 / 2048:
                               # 19.8 / 14.4 us against 24.2 / 14.8 with the decode tiles
@@ -1105,7 +1090,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T, kc.element_size()), ATTN_WARPS
     pdl = _attn_pdl(q)
-    _attn_split_kernel[(Hkv, _split_programs(Hkv, NS, q.device))](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
+    _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
                                   CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
     y = q.new_empty(T, H * D)
