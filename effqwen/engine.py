@@ -1046,7 +1046,7 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 
 ATTN_PDL = os.environ.get('EFFQWEN_ATTN_PDL', '1') == '1'   # the attention's prep / split-K / combine kernels under
 # programmatic dependent launch where `_pdl` says so (0: plain launches; decode at 8192 tokens 1.674 -> 1.671 ms, within
-# noise: step_attr_ab_h200_attn_tiles.json)
+# noise: step_attr_tiles_ab_h200.json)
 
 def _attn_pdl(t:torch.Tensor)->dict:
     "`_pdl`'s launch options for the attention kernels, unless `ATTN_PDL` is off."

@@ -596,7 +596,11 @@ def render_ab(paths: list|None = None):
             'attention in two kernels (`ATTN_FUSED=prep`: prep + split-K in one, then the combine) or one (`all`: each kv head\'s last '
             'program combines), and the Gated-DeltaNet output kernel\'s work in the step kernel (`gdn_fused=1`: each key head\'s last '
             'program normalizes); `step_fused_decode_all_ab_h200.json` has the four settings over 5 rounds, '
-            '`step_fused_decode_ab_h200.json` off against prep over 9.\n\n'
+            '`step_fused_decode_ab_h200.json` off against prep over 9. `attr_ab` (session 42, 8192 tokens, env ATTR_AB names the '
+            'settings): in `step_attr_tiles_ab_h200.json` the split-K attention with smaller tiles (s2: 64 keys × 2 stages, bl32s3 / '
+            'bl32s4: 32 keys × 3 / 4), 8 warps (w8) and its kernels launched without PDL (pdl0, `ATTN_PDL`); in '
+            '`step_attr_cap_ab_h200.json` (the latency benchmark\'s 8,472-position cache, 34 chunks) its grid capped at 33 programs '
+            'per kv head (cap, an option removed after the run) against one program per chunk (nocap), medians over 4 rounds.\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)
