@@ -6,23 +6,19 @@ end to the last. Kernel durations alone overlap under PDL (a kernel starts, and 
 before it runs), so their sum is not the wall time. Keys: the kernel's name, and the name after its predecessor's (the
 W4A16 kernel after the attention's combine is the output projection).
 
-    OUT=$OUT PROMPTS=2048,8192 python scripts/decode_timeline.py     # GPU; TINY=1 DEV=cpu ... is not supported (CUDA only)
+    EFFQWEN_OUT=$OUT PROMPTS=64,2048,8192 python scripts/decode_timeline.py     # CUDA only -> data/results/decode_timeline_h200.json
 """
 import os, sys, time
 from collections import defaultdict
 import torch
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from profile_steps import gap_stats
 
 def chain_stats(ks: list, n: int) -> dict:
     "From [(start, end, name)] kernel intervals (µs) of n steps: wall, busy, durations and end deltas per name, per step."
     ks = sorted(ks, key=lambda k: k[1])
     wall = (ks[-1][1] - min(k[0] for k in ks)) / n
-    busy, cur_a, cur_b = 0.0, None, None
-    for a, b, _ in sorted(ks):
-        if cur_b is None or a > cur_b:
-            if cur_b is not None: busy += cur_b - cur_a
-            cur_a, cur_b = a, b
-        else: cur_b = max(cur_b, b)
-    busy += cur_b - cur_a
+    busy = gap_stats(ks, [], top=0)['busy_us']                        # the union of the kernel intervals
     dur, delta, pair = defaultdict(float), defaultdict(float), defaultdict(float)
     count = defaultdict(int)
     for i, (a, b, name) in enumerate(ks):

@@ -6,7 +6,7 @@ round's bit for bit, with the first layer that differs. profile_steps' A/B parts
 earlier rounds at 8192 tokens (tokens_part); this probe says whether the prefill or the decode steps vary, and with PDL
 or without.
 
-    OUT=$OUT PROMPT=8192 ROUNDS=4 python scripts/determinism_probe.py    # GPU; TINY=1 DEV=cpu for a dry run
+    EFFQWEN_OUT=$OUT PROMPT=8192 ROUNDS=5 python scripts/determinism_probe.py    # GPU; TINY=1 DEV=cpu for a dry run
 """
 import os, time
 import torch
@@ -34,8 +34,8 @@ def run(eng, ids, rounds: int, decode: int) -> dict:
     ref_p = ref_d = ref_t = None
     out = []
     for r in range(rounds):
-        eng.prefill(ids); torch.cuda.synchronize() if DEV == 'cuda' else None
-        sp = states(eng)
+        eng.prefill(ids)
+        sp = states(eng)                                               # (the clones run in stream order after it)
         toks = eng.decode_n_tokens(decode).tolist()
         sd = states(eng)
         if r == 0: ref_p, ref_d, ref_t = sp, sd, toks

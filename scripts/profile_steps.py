@@ -487,7 +487,9 @@ def attr_ab(eng, ids) -> dict|None:
     setup = os.environ.get('ATTR_AB_SETUP', '0') == '1'
     try: r = steps_ab(eng, ids, {n: (lambda a=a: use(a)) for n, a in sets}, rounds=int(os.environ.get('AB_ROUNDS', 3)), setup=setup)
     finally:
-        use([]); eng.setup(eng.max_seq_len) if setup else eng._capture()
+        use([])
+        if setup: eng.setup(eng.max_seq_len)
+        else: eng._capture()
     return dict(r, context=int(ids.shape[1]), settings=os.environ['ATTR_AB'])
 
 def _group_rows(steps: dict) -> list:
