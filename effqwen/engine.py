@@ -15,22 +15,23 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS', 'GDN_VERIFY_WARPS',
-           'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM', 'CONV_PREFILL_BT_WARPS',
-           'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK', 'ATTN_BL', 'ATTN_WARPS',
-           'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL',
-           'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV',
-           'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC',
-           'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN',
-           'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig',
-           'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit',
-           'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu',
-           'attn_prefill', 'fused_add_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu',
-           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
-           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
-           'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default',
-           'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate',
-           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS',
+           'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
+           'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
+           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE',
+           'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK',
+           'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD',
+           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS',
+           'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT',
+           'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
+           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
+           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'fused_embed_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode',
+           'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule',
+           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
+           'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket',
+           'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate', 'StaticDrafter', 'linears_ms',
+           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -336,13 +337,21 @@ if triton is not None:
             tl.extra.cuda.gdc_wait()
 
     @triton.jit
-    def _add_rms_norm_kernel(x_ptr, y_ptr, w_ptr, xo_ptr, h_ptr, N, eps,
-                             HAS_Y: tl.constexpr, OFFSET: tl.constexpr, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
+    def _add_rms_norm_kernel(x_ptr, y_ptr, w_ptr, xo_ptr, h_ptr, N, eps, ids_ptr, V,
+                             HAS_Y: tl.constexpr, OFFSET: tl.constexpr, BLOCK: tl.constexpr, GATHER: tl.constexpr = False,
+                             PDL: tl.constexpr = False):
         _pdl_enter(PDL)
         row = tl.program_id(0).to(tl.int64)
         cols = tl.arange(0, BLOCK); m = cols < N
         dt = h_ptr.dtype.element_ty
-        x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0)
+        if GATHER:   # x is the (V, N) embedding table: row's input is the row of its token ids[row] (NaN for an id outside it)
+            src = tl.load(ids_ptr + row).to(tl.int64)
+            ok = (src >= 0) & (src < V)
+            x = tl.load(x_ptr + tl.where(ok, src, 0) * N + cols, mask=m, other=0.0)
+            x = tl.where(ok, x, tl.full([BLOCK], float('nan'), x.dtype))
+            tl.store(xo_ptr + row * N + cols, x, mask=m)
+        else:
+            x = tl.load(x_ptr + row * N + cols, mask=m, other=0.0)
         if HAS_Y:
             x = (x.to(tl.float32) + tl.load(y_ptr + row * N + cols, mask=m, other=0.0).to(tl.float32)).to(dt)
             tl.store(xo_ptr + row * N + cols, x, mask=m)
@@ -800,8 +809,24 @@ def fused_add_rms_norm(x:torch.Tensor, # (M, N) residual stream (contiguous)
     M, N = x.shape
     h = torch.empty_like(x)
     xo = x if y is None else torch.empty_like(x)
-    _add_rms_norm_kernel[(M,)](x, x if y is None else y, w, xo, h, N, eps, HAS_Y=y is not None, OFFSET=offset,
+    _add_rms_norm_kernel[(M,)](x, x if y is None else y, w, xo, h, N, eps, x, 0, HAS_Y=y is not None, OFFSET=offset,
                                BLOCK=_np2(N), num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(x))
+    return xo, h
+
+EMBED_NORM = os.environ.get('EFFQWEN_EMBED_NORM', '1') == '1'   # decode / verify: the first norm gathers the embedding rows itself
+
+def fused_embed_rms_norm(table:torch.Tensor, # (V, N) token embedding (contiguous)
+                         ids:torch.Tensor, # (M,) int64 token ids, on table's device
+                         w:torch.Tensor, # (N,) weight of the first layer's input norm
+                         eps:float, offset:bool)->tuple:
+    """(table[ids], RMSNorm(table[ids])) in one kernel: the embedding lookup of a decode or verify step inside its first
+    norm (an id outside 0..V-1 gives a row of NaN instead of a read outside the table)."""
+    if table.ndim != 2 or not table.is_contiguous(): raise ValueError(f'embedding table {tuple(table.shape)}: give a contiguous (V, N) tensor')
+    if ids.ndim != 1 or ids.dtype != torch.long or ids.device != table.device: raise ValueError(f'ids {tuple(ids.shape)} {ids.dtype} on {ids.device}: give (M,) int64 on {table.device}')
+    (V, N), M = table.shape, ids.shape[0]
+    xo, h = table.new_empty(M, N), table.new_empty(M, N)
+    _add_rms_norm_kernel[(M,)](table, table, w, xo, h, N, eps, ids, V, HAS_Y=False, OFFSET=offset, BLOCK=_np2(N), GATHER=True,
+                               num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(table))
     return xo, h
 
 ARGMAX_BLOCK = 2048   # logits columns per program of the fused argmax (Qwen3.5's 248320: 122 programs a row)
@@ -1592,6 +1617,7 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     else: norm = lambda x, y, w: (x, f['rms_norm'](x, w, c.rms_eps, c.norm_offset)) if y is None else f['add_rms_norm'](x, y, w, c.rms_eps, c.norm_offset)
     act, scale = (fused_swiglu if fz else f['swiglu']), c.head_dim ** -0.5
     if mode == 'prefill': x, cos, sin = self.embed(ids), self.cos[:T], self.sin[:T]
+    elif fz and EMBED_NORM and type(self.embed) is nn.Embedding: x = None    # the first norm gathers the rows (`fused_embed_rms_norm`)
     elif fz: x = self.embed(self.tok[:T])                                          # the kernels read RoPE at `pos` themselves
     else:
         idx = self.pos + torch.arange(T, device=self.device)
@@ -1616,7 +1642,8 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     else: lin = lambda m, v: m(v)
     for i, L in enumerate(self.layers):
         if ahead is not None: ws = ahead.layer(i)
-        x, h = addnorm(x, pending, L.in_w, L.proj)
+        if x is None: x, h = fused_embed_rms_norm(self.embed.weight, self.tok[:T], L.in_w, c.rms_eps, c.norm_offset)
+        else: x, h = addnorm(x, pending, L.in_w, L.proj)
         if i - 1 in self.tap_layers: taps[i - 1] = x
         proj = _norm_in_linear(L.proj, h) if isinstance(h, tuple) else lin(L.proj, h)
         if L.kind == 'linear_attention':

@@ -31,6 +31,14 @@ SCRIPT = textwrap.dedent('''
     E.fused_argmax(x[2:], nt, None, pos, tok, out)
     assert pos.item() == 7 and tok[0] == 130 and out[7] == 130 and nt[0] == 130
     E.ARGMAX_BLOCK = 2048
+    # the first norm with the embedding lookup inside (`EMBED_NORM`): the rows and norm of an embedding + norm; NaN rows for
+    # ids outside the table (not a read outside it)
+    tab, w = torch.randn(40, 72, dtype=torch.bfloat16), torch.randn(72)
+    for ids in (torch.tensor([3, 39, 0, 3]), torch.tensor([5, 40, -1])):
+        x, h = E.fused_embed_rms_norm(tab, ids, w, 1e-6, True)
+        ok = (ids >= 0) & (ids < 40)
+        xr, hr = E.fused_add_rms_norm(tab[ids.clamp(0, 39)], None, w, 1e-6, True)
+        assert torch.equal(x[ok], xr[ok]) and torch.equal(h[ok], hr[ok]) and x[~ok].isnan().all() and h[~ok].isnan().all()
     # verify attention: the split-K kernels with one chunk, with chunks of 8 keys (the block straddles chunk
     # boundaries, rows see different numbers of chunks; the combine steps over them 2 at a time, each program a 4-dim slice
     # of the head), and the masked-matmul variant
