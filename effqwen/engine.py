@@ -2435,11 +2435,13 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       w4_head:bool=False, # W4A16 variants also quantize the LM head (`convert_head=True`)
                       verify_widths=(), # also time verify and commit of the W4A16 engine at these widths (< block_size: the
                                         # engine verifies the first width − 1 drafts of the drafter's block; key 'verify_widths')
+                      decode_repeats:int=5, # engine decode ms/token: the median of this many timed runs of 64 tokens, each after its own prefill
                      )->dict:
     "Measure HF eager vs the engine (BF16 / W4A16, eager / compiled, CUDA graphs) and the drafter step; returns a dict."
     import gc, traceback
     from effqwen.model import load_target
     from effqwen.kernels import W4A16Linear, W8A16Linear, replace_linears
+    if decode_repeats < 1: raise ValueError(f'decode_repeats={decode_repeats}: time at least one decode run')
     T0, say = time.perf_counter(), (progress or log.info)
     left = lambda: deadline_s - (time.perf_counter() - T0)
     dev = next(model.parameters()).device if model is not None else torch.device('cuda')
@@ -2527,14 +2529,17 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
             ts = []
             for _ in range(3):
                 t = sync(); eng.prefill(ids); ts.append(sync() - t)
-            nd = min(64, Lmax - p - 8)
-            eng.decode_n_tokens(4); sync()
-            t = sync(); eng.decode_n_tokens(nd); dec = (sync() - t) / nd
+            nd, dts = min(64, Lmax - p - 8), []
+            for i in range(decode_repeats):   # (a run's 64 tokens move by about 1% from run to run: the median of several)
+                if i: eng.prefill(ids)
+                eng.decode_n_tokens(4); sync()
+                t = sync(); eng.decode_n_tokens(nd); dts.append((sync() - t) / nd)
+            dec = sorted(dts)[len(dts) // 2]
             eng.prefill(ids)
             ver = _gpu_ms(lambda: eng._step('verify'), 10)
             eng.n_keep.fill_(1); com = _gpu_ms(lambda: eng._step('commit'), 10)
             t = sync(); eng.generate(ids, n); e2e = sync() - t
-            r[name] = dict(prefill_ms=sorted(ts)[1] * 1e3, decode_ms=dec * 1e3, verify_ms=ver, commit_ms=com, e2e_s=e2e,
+            r[name] = dict(prefill_ms=sorted(ts)[1] * 1e3, decode_ms=dec * 1e3, decode_runs_ms=[d * 1e3 for d in dts], verify_ms=ver, commit_ms=com, e2e_s=e2e,
                            prefill_first_ms=ts[0] * 1e3)   # (on a GPU the first prompt of a size bucket also records its prefill graph)
             say(f"engine {key} {name}: prefill {r[name]['prefill_ms']:.1f} ms, decode {dec * 1e3:.3f} ms/token, verify-{block_size} {ver:.3f} ms, e2e {e2e:.3f} s")
         r['linears_ms'] = linears_ms(eng)
