@@ -602,7 +602,9 @@ def render_ab(paths: list|None = None):
             'settings): in `step_attr_tiles_ab_h200.json` the split-K attention with smaller tiles (s2: 64 keys × 2 stages, bl32s3 / '
             'bl32s4: 32 keys × 3 / 4), 8 warps (w8) and its kernels launched without PDL (pdl0, `ATTN_PDL`); in '
             '`step_attr_cap_ab_h200.json` (the latency benchmark\'s 8,472-position cache, 34 chunks) its grid capped at 33 programs '
-            'per kv head (cap, an option removed after the run) against one program per chunk (nocap), medians over 4 rounds.\n\n'
+            'per kv head (cap, an option removed after the run) against one program per chunk (nocap), medians over 4 rounds; in '
+            '`step_attr_embed_ab_h200.json` (session 43, the same cache, 4 rounds) the decode / verify steps with the embedding '
+            'lookup as its own kernel (embed_off) or gathered by the first norm kernel (embed_on, `EMBED_NORM`).\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)
