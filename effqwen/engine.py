@@ -18,14 +18,14 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS',
            'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
            'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE',
-           'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK',
-           'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD',
-           'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS',
-           'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT',
-           'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm', 'unit_lower_solve',
-           'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill', 'attn_qkv',
-           'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
+           'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES',
+           'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK',
+           'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
+           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
+           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH',
+           'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
+           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
+           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
            'fused_embed_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode',
            'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule',
            'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
@@ -701,6 +701,11 @@ if triton is not None:
         tl.store(vc_ptr + kvo, v, mask=mkv)
 
     @triton.jit
+    def _dyn_chunk(L, NS, BL: tl.constexpr):
+        "Keys per program when the L keys of the live context are split evenly over the NS programs, in whole BL-key steps."
+        return tl.maximum((L + NS - 1) // NS + BL - 1, BL) // BL * BL
+
+    @triton.jit
     def _attn_split_kernel(q_ptr, kc_ptr, vc_ptr, pos_ptr, mp_ptr, lp_ptr, ap_ptr, LMAX, NS, scale,
                            REP: tl.constexpr, BR: tl.constexpr, D: tl.constexpr, CHUNK: tl.constexpr, BL: tl.constexpr,
                            IEEE: tl.constexpr,   # IEEE: float32 products (float32 models; the interpreter, whose bf16 dot is wrong)
@@ -708,7 +713,8 @@ if triton is not None:
                            PDL: tl.constexpr = False,
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
-                           PREFETCH: tl.constexpr = False):   # (GPU, under PDL) this program's keys / values into L2 before the wait
+                           PREFETCH: tl.constexpr = False,   # (GPU, under PDL) this program's keys / values into L2 before the wait
+                           DYN: tl.constexpr = False):   # (T = 1, causal, no window) chunks sized by the live context (`_dyn_chunk`)
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
             L0 = tl.load(pos_ptr) + T; st0 = tl.program_id(1).to(tl.int64) * CHUNK
@@ -721,7 +727,8 @@ if triton is not None:
         j = tl.program_id(0); s = tl.program_id(1)
         pos = tl.load(pos_ptr)
         L = pos + T                                                     # keys the last row sees
-        start = s.to(tl.int64) * CHUNK
+        ch = _dyn_chunk(L, NS, BL) if DYN else CHUNK
+        start = s.to(tl.int64) * ch
         if start < L and (WIN == 0 or start + CHUNK > pos - WIN + 1):   # (a window: chunks below every row's window are skipped)
             r = tl.arange(0, BR); t = r // REP; g = r % REP; mr = r < T * REP
             lim = pos + t if CAUSAL else pos + T - 1 + 0 * t            # row r sees keys <= its own position (CAUSAL)
@@ -731,7 +738,7 @@ if triton is not None:
             m_i = tl.zeros((BR,), dtype=tl.float32) - float('inf')
             l_i = tl.zeros((BR,), dtype=tl.float32)
             acc = tl.zeros((BR, D), dtype=tl.float32)
-            end = tl.minimum(start + CHUNK, L)
+            end = tl.minimum(start + ch, L)
             base = j.to(tl.int64) * LMAX * D
             for l0 in range(start, end, BL):
                 lo = l0 + tl.arange(0, BL); ml = lo < end
@@ -760,7 +767,8 @@ if triton is not None:
                              T: tl.constexpr = 1, H: tl.constexpr = 1, PS: tl.constexpr = 0,   # program i: token i // H, head i % H
                              PDL: tl.constexpr = False, BS: tl.constexpr = 16,
                              CAUSAL: tl.constexpr = True, WIN: tl.constexpr = 0,   # as in `_attn_split_kernel`
-                             BD: tl.constexpr = 0):   # head dims per program (0: all D; D // BD programs share a row's head)
+                             BD: tl.constexpr = 0,   # head dims per program (0: all D; D // BD programs share a row's head)
+                             DYN: tl.constexpr = False, BL: tl.constexpr = 64):   # the split kernel's chunks by `_dyn_chunk`
         _pdl_enter(PDL)
         DB: tl.constexpr = BD if BD > 0 else D
         i = tl.program_id(0) // (D // DB); d0 = tl.program_id(0) % (D // DB) * DB
@@ -769,7 +777,8 @@ if triton is not None:
         dt = out_ptr.dtype.element_ty
         pos = tl.load(pos_ptr)
         L = pos + t + 1 if CAUSAL else pos + T                         # this row's keys
-        n_used = (L + CHUNK - 1) // CHUNK
+        ch = _dyn_chunk(L, NS, BL) if DYN else CHUNK                   # (DYN: T = 1, so L is the split kernel's L)
+        n_used = (L + ch - 1) // ch
         s_lo = tl.maximum(pos + t - WIN + 1, 0) // CHUNK if WIN > 0 else 0   # the first chunk holding a key the row sees
         d = d0 + tl.arange(0, DB); sb = tl.arange(0, BS)
         M = tl.max(tl.zeros((BS,), dtype=tl.float32), 0) - float('inf')
@@ -1054,6 +1063,9 @@ def fused_attn_prep(proj, cos, sin, pos, qn_w, kn_w, kc, vc, dims):
 
 ATTN_CHUNK = 256   # cache positions per program of the split-K decode attention
 ATTN_BL, ATTN_WARPS = 64, 4   # keys per inner step, warps per program
+ATTN_DYN_CHUNK = os.environ.get('EFFQWEN_ATTN_DYN_CHUNK', '0') == '1'   # decode: each program takes ceil(context / programs) keys
+# (in ATTN_BL steps) instead of ATTN_CHUNK, so a short context is spread over more programs with fewer steps each; at a
+# context near the cache length the chunks are ATTN_CHUNK's
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
@@ -1115,9 +1127,10 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T, kc.element_size()), ATTN_WARPS
     pdl = _attn_pdl(q)
+    dyn = ATTN_DYN_CHUNK and T == 1 and causal and not window
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), **pdl)
+                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl) and not dyn, DYN=dyn, **pdl)
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0
@@ -1125,7 +1138,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if bs < 1 or bs & (bs - 1): raise ValueError(f'combine chunks per step {bs} (ATTN_COMBINE_BS / ATTN_COMBINE_DECODE) must be a power of two')
     _attn_combine_kernel[(T * H * (D // bd if bd else 1),)](mp, lp, ap, pos, proj if gate else y, y, NS, REP=rep, BR=BR, D=D, CHUNK=chunk, GATE=gate,
                                    T=T, H=H, PS=proj.shape[-1] if gate else 0, BS=bs, num_warps=4,
-                                   CAUSAL=causal, WIN=window, BD=bd, **_attn_pdl(y))
+                                   CAUSAL=causal, WIN=window, BD=bd, DYN=dyn, BL=bl, **_attn_pdl(y))
     return y
 
 @torch.library.custom_op('effqwen::block_attn', mutates_args=())

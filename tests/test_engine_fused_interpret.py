@@ -196,6 +196,21 @@ SCRIPT_COMBINE = textwrap.dedent('''
     E.ATTN_COMBINE_DECODE = (3, 4)
     try: E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8); raise AssertionError('BS = 3 was accepted')
     except ValueError as e: assert 'power of two' in str(e)
+    # chunks sized by the live context (`ATTN_DYN_CHUNK`): 2 programs of 32 positions, 8 keys a step; a context of 1 key
+    # (one program), of 6 (one short step), of 22 (two programs of 16 and 6 where the static chunks have one of 22) and of
+    # 46 (24 + 22 against 32 + 14); the same output as the static chunks up to the order of the sums, the NaN rows past
+    # the context unread
+    E.ATTN_COMBINE_DECODE, E.ATTN_BL = None, 8
+    for p in (0, 5, 21, 45):
+        k2, v2 = kc.clone(), vc.clone(); k2[:, p + 1:] = float('nan'); v2[:, p + 1:] = float('nan')
+        ys = []
+        for dyn in (False, True):
+            E.ATTN_DYN_CHUNK = dyn
+            part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, 2, 16, D, q.device))
+            ys.append(E.fused_attn_rows(q, proj, torch.tensor([p]), k2, v2, dims, part, 32))
+            second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :H // Hkv]).all())   # did the second program write?
+            assert second == (p == 45 or (dyn and p == 21)), (p, dyn, second)
+        assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (p, (ys[1] - ys[0]).abs().max())
     print('ok')
 ''')
 

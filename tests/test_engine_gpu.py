@@ -9,6 +9,7 @@ Triton kernels (the default on a GPU) are checked one by one against the torch s
 (`fused=False`) still equals HF.
 """
 import copy
+import itertools
 import pytest, torch
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason='needs a CUDA GPU')
 
@@ -164,7 +165,7 @@ def test_torch_path_equals_hf():
         for pr in _prompts()[:2]: assert torch.equal(eng.generate(pr, 32), greedy_generate(m, pr, 32)), name
 
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
-def test_fused_kernels_match_torch(dtype):
+def test_fused_kernels_match_torch(dtype, monkeypatch):
     import effqwen.engine as E
     torch.manual_seed(0)
     torch.backends.cudnn.allow_tf32 = False              # the reference's conv1d in float32 must not run in TF32
@@ -223,13 +224,14 @@ def test_fused_kernels_match_torch(dtype):
         dims = (H, Hkv, D, R, gate, True, 1e-6, True)
         proj = torch.randn(1, H * D * (2 if gate else 1) + 2 * Hkv * D, device=dev, dtype=dtype)
         kc, vc = torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype), torch.randn(Hkv, Lmax, D, device=dev, dtype=dtype)
-        for p, chunk in ((0, 32), (37, 32), (299, 32)):                  # one chunk size: fewer compiles; 299 spans 10 chunks
+        for (p, chunk), dyn in itertools.product(((0, 32), (37, 32), (299, 32)), (False, True)):   # one chunk size: fewer compiles;
+            monkeypatch.setattr(E, 'ATTN_DYN_CHUNK', dyn)   # 299 spans 10 chunks; dyn: chunks by the context (`ATTN_DYN_CHUNK`)
             pos = torch.tensor([p], device=dev)
             k1, v1, k2, v2 = kc.clone(), vc.clone(), kc.clone(), vc.clone()
             q, k, v, g = E.attn_qkv(proj, cos[p:p + 1], sin[p:p + 1], qn, kn, dims)
             yr = E.gated(E.attn_cache(q, k, v, k1, v1, pos, D ** -0.5), g)
             yf = E.fused_attn_decode(proj, cos, sin, pos, qn, kn, k2, v2, dims, chunk=chunk)
-            assert rel_error(yf, yr) < (tol if dtype == torch.float32 else 4e-2), (gate, p, chunk, rel_error(yf, yr))   # bf16: the reference rounds scores to bf16
+            assert rel_error(yf, yr) < (tol if dtype == torch.float32 else 4e-2), (gate, p, chunk, dyn, rel_error(yf, yr))   # bf16: the reference rounds scores to bf16
             assert rel_error(k2, k1) < tol and torch.equal(v2, v1)
 
 def test_fused_engine_matches_torch_engine():
