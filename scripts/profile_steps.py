@@ -604,7 +604,9 @@ def render_ab(paths: list|None = None):
             '`step_attr_cap_ab_h200.json` (the latency benchmark\'s 8,472-position cache, 34 chunks) its grid capped at 33 programs '
             'per kv head (cap, an option removed after the run) against one program per chunk (nocap), medians over 4 rounds; in '
             '`step_attr_embed_ab_h200.json` (session 43, the same cache, 4 rounds) the decode / verify steps with the embedding '
-            'lookup as its own kernel (embed_off) or gathered by the first norm kernel (embed_on, `EMBED_NORM`).\n\n'
+            'lookup as its own kernel (embed_off) or gathered by the first norm kernel (embed_on, `EMBED_NORM`); in '
+            '`step_attr_dyn_p2048_ab_h200.json` / `step_attr_dyn_p8192_ab_h200.json` (session 43, the same cache, 4 rounds) the decode split-K '
+            'attention\'s chunks fixed at 256 positions (static) or sized by the live context (dyn, `ATTN_DYN_CHUNK`).\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)

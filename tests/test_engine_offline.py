@@ -38,6 +38,7 @@ def test_attention_prefetch_before_the_wait():
     sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
                LMAX='i32', NS='i32', scale='fp32')
     base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0)
-    pf, total = _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=True), 'prefetch.global.L2')
-    assert pf == total == 16                                # 256 rows x 4 lines, keys and values, over 128 threads
-    assert _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=False), 'prefetch.global.L2') == (0, 0)
+    for dyn in (False, True):                               # DYN: chunks by the live context (`ATTN_DYN_CHUNK`), the same hint
+        pf, total = _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=True, DYN=dyn), 'prefetch.global.L2')
+        assert pf == total == 16, dyn                       # 256 rows x 4 lines, keys and values, over 128 threads
+    assert _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=False, DYN=True), 'prefetch.global.L2') == (0, 0)
