@@ -18,20 +18,20 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS',
            'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
            'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD', 'ATTN_STAGES',
-           'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN', 'HEAD_BLOCK',
-           'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS', 'SWIGLU_EPILOGUE',
-           'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX', 'NORM_EPILOGUE',
-           'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS', 'PIPELINED', 'ROUND_GRAPH',
-           'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm', 'add_rms_norm',
-           'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify', 'gdn_prefill',
-           'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill', 'fused_add_rms_norm',
-           'fused_embed_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu', 'fused_gdn_decode',
-           'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule', 'fla_recurrent_rule',
-           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode', 'fused_attn_rows',
-           'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default', 'prefill_bucket',
-           'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate', 'StaticDrafter', 'linears_ms',
-           'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
+           'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_DYN_VERIFY', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD',
+           'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN',
+           'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
+           'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
+           'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS',
+           'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm',
+           'add_rms_norm', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode', 'gdn_verify',
+           'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'swiglu', 'attn_prefill',
+           'fused_add_rms_norm', 'fused_embed_rms_norm', 'fused_argmax', 'fused_block', 'fused_accept', 'fused_swiglu',
+           'fused_gdn_decode', 'fused_gdn_commit', 'fused_gdn_verify', 'fla_chunk_rule', 'hf_chunk_rule',
+           'fla_recurrent_rule', 'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'fused_attn_decode',
+           'fused_attn_rows', 'block_attn', 'attn_partials', 'ArgmaxHead', 'Engine', 'fragment_default',
+           'prefill_bucket', 'prefill_recorded', 'round_kernels', 'round_graph_ok', 'speculative_generate',
+           'StaticDrafter', 'linears_ms', 'teacher_forced_gaps', 'reference_drafter_config', 'benchmark_latency']
 
 # %% ../nbs/16_engine.ipynb #3e33b088
 ARCHS = ('qwen3_5_text', 'llama')
@@ -714,7 +714,7 @@ if triton is not None:
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
                            PREFETCH: tl.constexpr = False,   # (GPU, under PDL) this program's keys / values into L2 before the wait
-                           DYN: tl.constexpr = False):   # (T = 1, causal, no window) chunks sized by the live context (`_dyn_chunk`)
+                           DYN: tl.constexpr = False):   # (causal, no window) chunks sized by the live context (`_dyn_chunk`)
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
             L0 = tl.load(pos_ptr) + T
@@ -779,7 +779,7 @@ if triton is not None:
         dt = out_ptr.dtype.element_ty
         pos = tl.load(pos_ptr)
         L = pos + t + 1 if CAUSAL else pos + T                         # this row's keys
-        ch = _dyn_chunk(L, NS, BL) if DYN else CHUNK                   # (DYN: T = 1, so L is the split kernel's L)
+        ch = _dyn_chunk(pos + T, NS, BL) if DYN else CHUNK             # (the split kernel's: from the last row's keys)
         n_used = (L + ch - 1) // ch
         s_lo = tl.maximum(pos + t - WIN + 1, 0) // CHUNK if WIN > 0 else 0   # the first chunk holding a key the row sees
         d = d0 + tl.arange(0, DB); sb = tl.arange(0, BS)
@@ -1069,6 +1069,8 @@ ATTN_DYN_CHUNK = os.environ.get('EFFQWEN_ATTN_DYN_CHUNK', '1') == '1'   # decode
 # (in ATTN_BL steps) instead of ATTN_CHUNK, so a short context is spread over more programs with fewer steps each; at a
 # context near the cache length the chunks are ATTN_CHUNK's. Engine A/B (the 4B shape, 8,472-position cache, 4 rounds,
 # back to back): 1.594 -> 1.555 ms a token at 2048 tokens, 1.659 -> 1.654 at 8192 (step_attr_dyn_p2048_ab_h200 / step_attr_dyn_p8192_ab_h200)
+ATTN_DYN_VERIFY = os.environ.get('EFFQWEN_ATTN_DYN_VERIFY', '0') == '1'   # the same for verify's rows (causal, T > 1): the chunk
+# from the last row's context; off until an engine A/B has timed it
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)
@@ -1130,7 +1132,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     if mp.numel() < Hkv * NS * BR: raise ValueError(f'attention scratch of {mp.numel()} rows is too small for {T} tokens ({Hkv * NS * BR}): size attn_partials for the block')
     (bl, ns), nw = _attn_tiles(D, q.device, T, kc.element_size()), ATTN_WARPS
     pdl = _attn_pdl(q)
-    dyn = ATTN_DYN_CHUNK and T == 1 and causal and not window
+    dyn = (ATTN_DYN_CHUNK if T == 1 else ATTN_DYN_VERIFY) and causal and not window
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
                                   CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), DYN=dyn, **pdl)

@@ -211,6 +211,20 @@ SCRIPT_COMBINE = textwrap.dedent('''
             second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :H // Hkv]).all())   # did the second program write?
             assert second == (p == 45 or (dyn and p == 21)), (p, dyn, second)
         assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (p, (ys[1] - ys[0]).abs().max())
+    # verify's rows (`ATTN_DYN_VERIFY`): 3 causal rows at pos..pos+2, the chunk from the last row's context (pos 19: 22 keys,
+    # two programs of 16 and 6, the first row's 20 keys over both), each row combining only the chunks it reaches
+    q3, proj3 = torch.randn(3, H, D), torch.randn(3, 2 * H * D + 2 * Hkv * D)
+    E.ATTN_DYN_CHUNK, E.ATTN_VERIFY_TILES = False, (8, 2)   # (verify rows take these tiles: 8 keys a step here too)
+    for p in (0, 19, 43):
+        k2, v2 = kc.clone(), vc.clone(); k2[:, p + 3:] = float('nan'); v2[:, p + 3:] = float('nan')
+        ys = []
+        for dyn in (False, True):
+            E.ATTN_DYN_VERIFY = dyn
+            part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, 2, 16, D, q.device))
+            ys.append(E.fused_attn_rows(q3, proj3, torch.tensor([p]), k2, v2, dims, part, 32))
+            second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :3 * H // Hkv]).all())
+            assert second == (p == 43 or (dyn and p == 19)), (p, dyn, second)
+        assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (p, (ys[1] - ys[0]).abs().max())
     print('ok')
 ''')
 

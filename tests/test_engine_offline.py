@@ -42,3 +42,16 @@ def test_attention_prefetch_before_the_wait():
         pf, total = _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=True, DYN=dyn), 'prefetch.global.L2')
         assert pf == total == 16, dyn                       # 256 rows x 4 lines, keys and values, over 128 threads
     assert _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=False, DYN=True), 'prefetch.global.L2') == (0, 0)
+
+def test_attention_dynamic_chunks_compile():
+    "The split-K attention and its combine with chunks sized by the live context (`ATTN_DYN_CHUNK`, `ATTN_DYN_VERIFY`) build for sm_90 at one row and at verify's 16."
+    import effqwen.engine as E
+    sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
+               LMAX='i32', NS='i32', scale='fp32')
+    csig = dict(mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32', pos_ptr='*i64', proj_ptr='*bf16', out_ptr='*bf16', NS='i32')
+    for T, BR, BL, BS, BD in ((1, 16, 64, 32, 32), (16, 64, 32, 16, 0)):
+        base = dict(REP=4, BR=BR, D=256, CHUNK=256, IEEE=False, T=T, H=16, PDL=True, CAUSAL=True, WIN=0, DYN=True)
+        assert _before_wait(E._attn_split_kernel, sig, base | dict(BL=BL, PREFETCH=False), 'ld.global')[1] > 0
+        cb = base | dict(GATE=True, PS=16 * 512 + 2 * 4 * 256, BS=BS, BD=BD, BL=BL)
+        del cb['IEEE']
+        assert _before_wait(E._attn_combine_kernel, csig, cb, 'ld.global')[1] > 0
