@@ -196,35 +196,28 @@ SCRIPT_COMBINE = textwrap.dedent('''
     E.ATTN_COMBINE_DECODE = (3, 4)
     try: E.fused_attn_rows(q, proj, pos, kc, vc, dims, None, 8); raise AssertionError('BS = 3 was accepted')
     except ValueError as e: assert 'power of two' in str(e)
-    # chunks sized by the live context (`ATTN_DYN_CHUNK`): 2 programs of 32 positions, 8 keys a step; a context of 1 key
-    # (one program), of 6 (one short step), of 22 (two programs of 16 and 6 where the static chunks have one of 22) and of
-    # 46 (24 + 22 against 32 + 14); the same output as the static chunks up to the order of the sums, the NaN rows past
-    # the context unread
-    E.ATTN_COMBINE_DECODE, E.ATTN_BL = None, 8
-    for p in (0, 5, 21, 45):
-        k2, v2 = kc.clone(), vc.clone(); k2[:, p + 1:] = float('nan'); v2[:, p + 1:] = float('nan')
+    # chunks sized by the live context, 2 programs of 32 positions, 8 keys a step; each case against the static chunks (the
+    # same output up to the order of the sums, the NaN rows past the context unread) and whether the second program wrote
+    def dyn_case(flag, qx, projx, p, second_expected):
+        T = qx.shape[0]
+        k2, v2 = kc.clone(), vc.clone(); k2[:, p + T:] = float('nan'); v2[:, p + T:] = float('nan')
         ys = []
         for dyn in (False, True):
-            E.ATTN_DYN_CHUNK = dyn
+            setattr(E, flag, dyn)
             part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, 2, 16, D, q.device))
-            ys.append(E.fused_attn_rows(q, proj, torch.tensor([p]), k2, v2, dims, part, 32))
-            second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :H // Hkv]).all())   # did the second program write?
-            assert second == (p == 45 or (dyn and p == 21)), (p, dyn, second)
-        assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (p, (ys[1] - ys[0]).abs().max())
+            ys.append(E.fused_attn_rows(qx, projx, torch.tensor([p]), k2, v2, dims, part, 32))
+            second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :T * H // Hkv]).all())
+            assert second == (second_expected if dyn else p + T > 32), (flag, p, dyn, second)
+        assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (flag, p, (ys[1] - ys[0]).abs().max())
+    # decode (`ATTN_DYN_CHUNK`): a context of 1 key (one program), of 6 (one short step), of 22 (two programs of 16 and 6
+    # where the static chunks have one of 22) and of 46 (24 + 22 against 32 + 14)
+    E.ATTN_COMBINE_DECODE, E.ATTN_BL = None, 8
+    for p, second in ((0, False), (5, False), (21, True), (45, True)): dyn_case('ATTN_DYN_CHUNK', q, proj, p, second)
     # verify's rows (`ATTN_DYN_VERIFY`): 3 causal rows at pos..pos+2, the chunk from the last row's context (pos 19: 22 keys,
     # two programs of 16 and 6, the first row's 20 keys over both), each row combining only the chunks it reaches
     q3, proj3 = torch.randn(3, H, D), torch.randn(3, 2 * H * D + 2 * Hkv * D)
     E.ATTN_DYN_CHUNK, E.ATTN_VERIFY_TILES = False, (8, 2)   # (verify rows take these tiles: 8 keys a step here too)
-    for p in (0, 19, 43):
-        k2, v2 = kc.clone(), vc.clone(); k2[:, p + 3:] = float('nan'); v2[:, p + 3:] = float('nan')
-        ys = []
-        for dyn in (False, True):
-            E.ATTN_DYN_VERIFY = dyn
-            part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, 2, 16, D, q.device))
-            ys.append(E.fused_attn_rows(q3, proj3, torch.tensor([p]), k2, v2, dims, part, 32))
-            second = bool(torch.isfinite(part[0].view(Hkv, 2, 16)[:, 1, :3 * H // Hkv]).all())
-            assert second == (p == 43 or (dyn and p == 19)), (p, dyn, second)
-        assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-5, (p, (ys[1] - ys[0]).abs().max())
+    for p, second in ((0, False), (19, True), (43, True)): dyn_case('ATTN_DYN_VERIFY', q3, proj3, p, second)
     print('ok')
 ''')
 
