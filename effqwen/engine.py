@@ -821,8 +821,10 @@ def fused_add_rms_norm(x:torch.Tensor, # (M, N) residual stream (contiguous)
     h = torch.empty_like(x)
     xo = x if y is None else torch.empty_like(x)
     _add_rms_norm_kernel[(M,)](x, x if y is None else y, w, xo, h, N, eps, x, 0, HAS_Y=y is not None, OFFSET=offset,
-                               BLOCK=_np2(N), num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(x))
+                               BLOCK=_np2(N), num_warps=_norm_warps(N), **_pdl(x))
     return xo, h
+
+def _norm_warps(N:int)->int: return NORM_WARPS or (8 if N >= 2048 else 4)
 
 EMBED_NORM = os.environ.get('EFFQWEN_EMBED_NORM', '1') == '1'   # decode / verify: the first norm gathers the embedding rows itself
 
@@ -837,7 +839,7 @@ def fused_embed_rms_norm(table:torch.Tensor, # (V, N) token embedding (contiguou
     (V, N), M = table.shape, ids.shape[0]
     xo, h = table.new_empty(M, N), table.new_empty(M, N)
     _add_rms_norm_kernel[(M,)](table, table, w, xo, h, N, eps, ids, V, HAS_Y=False, OFFSET=offset, BLOCK=_np2(N), GATHER=True,
-                               num_warps=NORM_WARPS or (8 if N >= 2048 else 4), **_pdl(table))
+                               num_warps=_norm_warps(N), **_pdl(table))
     return xo, h
 
 ARGMAX_BLOCK = 2048   # logits columns per program of the fused argmax (Qwen3.5's 248320: 122 programs a row)

@@ -50,8 +50,6 @@ def test_attention_dynamic_chunks_compile():
                LMAX='i32', NS='i32', scale='fp32')
     csig = dict(mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32', pos_ptr='*i64', proj_ptr='*bf16', out_ptr='*bf16', NS='i32')
     for T, BR, BL, BS, BD in ((1, 16, 64, 32, 32), (16, 64, 32, 16, 0)):
-        base = dict(REP=4, BR=BR, D=256, CHUNK=256, IEEE=False, T=T, H=16, PDL=True, CAUSAL=True, WIN=0, DYN=True)
-        assert _before_wait(E._attn_split_kernel, sig, base | dict(BL=BL, PREFETCH=False), 'ld.global')[1] > 0
-        cb = base | dict(GATE=True, PS=16 * 512 + 2 * 4 * 256, BS=BS, BD=BD, BL=BL)
-        del cb['IEEE']
-        assert _before_wait(E._attn_combine_kernel, csig, cb, 'ld.global')[1] > 0
+        both = dict(REP=4, BR=BR, D=256, CHUNK=256, BL=BL, T=T, H=16, PDL=True, CAUSAL=True, WIN=0, DYN=True)
+        assert _before_wait(E._attn_split_kernel, sig, both | dict(IEEE=False, PREFETCH=False), 'ld.global')[1] > 0
+        assert _before_wait(E._attn_combine_kernel, csig, both | dict(GATE=True, PS=16 * 512 + 2 * 4 * 256, BS=BS, BD=BD), 'ld.global')[1] > 0
