@@ -23,7 +23,8 @@ default's (the compiled reductions over keys may be laid out differently per BV,
     python scripts/attn_decode_sweep.py [--out DIR]   # GPU -> data/results/attn_decode_sweep_h200.json (attention, GDN)
     python scripts/attn_decode_sweep.py gdn [--out DIR]   # GPU, the GDN decode step and verify alone -> data/results/gdn_decode_sweep_h200.json
     python scripts/attn_decode_sweep.py combine [--out DIR]   # GPU: the one-row combine's shapes -> attn_combine_sweep_h200.json
-                                                      # (SWEEP_TAG=chunks: the chunk / tiles under them)
+                                                      # (SWEEP_TAG=chunks: the chunk / tiles under them;
+                                                      # SWEEP_SETS='chunk,bl,stages[,bs,bd];...' with SWEEP_TAG=<name>: those)
     python scripts/attn_decode_sweep.py render        # -> data/tables/attn_decode_sweep.md (both files)
 """
 import argparse, itertools, json, os, sys, time, traceback
@@ -109,6 +110,9 @@ def run_combine(out: str | None):
     if os.environ.get('SWEEP_TAG') == 'chunks':   # the split kernel by chunk and tiles under two of the combine's shapes
         sets = [own] + [(ch, bl, ns, cm) for ch, bl, ns in ((128, 64, 3), (128, 32, 3), (128, 32, 4), (512, 64, 3), (256, 32, 4), (256, 64, 4))
                         for cm in ((32, 32), (64, 32))] + [(256, 64, 3, cm) for cm in ((32, 16), (32, 64), (16, 16))]
+    elif os.environ.get('SWEEP_SETS'):   # 'chunk,bl,stages[,bs,bd];...': those split tiles (and one-row combine shapes)
+        sets = [own] + [(v[0], v[1], v[2], tuple(v[3:5]) if len(v) == 5 else own[3])
+                        for v in ([int(x) for x in spec.split(',')] for spec in os.environ['SWEEP_SETS'].split(';') if spec)]
     else: sets = [own] + [(256, 64, 3, cm) for cm in (None, (16, 32), (32, 32), (64, 32), (64, 64), (64, 16))]
     rows, T = [], 1
     for ctx in (2048, 8192):
@@ -138,7 +142,7 @@ def run_combine(out: str | None):
         rows.append(row)
     import triton
     doc = dict(shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
-               triton=triton.__version__, wall_s=time.time() - t0,
+               triton=triton.__version__, wall_s=time.time() - t0, dyn_chunk=E.ATTN_DYN_CHUNK, peel=E.ATTN_PEEL,
                note='µs per call of effqwen.engine.fused_attn_rows (split-K kernel + combine + gate), LAYERS calls on distinct caches '
                     'back to back in one CUDA graph; ptr: key and value tiles by pointer loads (cp.async); combine BSxBD: the '
                     'one-row combine\'s chunks per step and head dims per program (ATTN_COMBINE_DECODE); tiles: (BL, stages) after '

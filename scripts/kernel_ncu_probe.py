@@ -8,6 +8,7 @@ other half of its time (warps resident, instructions per warp, stall reasons per
 
     python scripts/kernel_ncu_probe.py [--out DIR]   # GPU with ncu on PATH -> data/results/kernel_ncu_probe_h200.json
     python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
+    python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_attn_h200.json
     python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, time
@@ -55,13 +56,36 @@ def target():
     torch.cuda.synchronize()
     print('LABELS ' + json.dumps(labels), flush=True)
 
-def run(out: str | None):
+ATTN_RUNS = [(8192, 256, 64, 3, 4, 0), (8192, 256, 64, 3, 4, 1), (8192, 256, 64, 3, 8, 0), (8192, 256, 64, 3, 8, 1), (8192, 128, 32, 3, 4, 0),
+             (2048, 256, 64, 3, 4, 0), (2048, 256, 64, 3, 4, 1)]   # (context, CHUNK, BL, stages, warps, ATTN_PEEL)
+
+def target_attn():
+    """The decode split-K attention kernel (`effqwen.engine._attn_split_kernel`, one token, the 4B shape's 16 query / 4 kv
+    heads of 256 dims over the latency run's 8,472-position cache) at ATTN_RUNS' settings; labels as in `target`."""
+    import effqwen.engine as E
+    from attn_decode_sweep import _attn_inputs, LMAX
+    H, Hkv, D, dims, kcs, vcs = _attn_inputs('cuda')
+    labels, calls = [], []
+    for ctx, chunk, bl, ns, nw, peel in ATTN_RUNS:
+        pos = torch.tensor([ctx - 1], device='cuda')
+        q = torch.randn(1, H, D, device='cuda', dtype=torch.bfloat16); proj = torch.randn(1, 2 * H * D + 2 * Hkv * D, device='cuda', dtype=torch.bfloat16)
+        part = E.attn_partials(Hkv, -(-LMAX // chunk), 16, D, 'cuda')
+        def call(q=q, proj=proj, pos=pos, part=part, chunk=chunk, bl=bl, ns=ns, nw=nw, peel=peel):
+            E.ATTN_BL, E.ATTN_STAGES, E.ATTN_WARPS, E.ATTN_PEEL = bl, ns, nw, bool(peel)
+            E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, chunk)
+        calls.append(call); labels.append(f'attn split ctx {ctx} c{chunk} bl{bl} s{ns} w{nw} dyn{int(E.ATTN_DYN_CHUNK)} peel{peel}')
+    torch.cuda.synchronize()
+    for c in calls: c()
+    torch.cuda.synchronize()
+    print('LABELS ' + json.dumps(labels), flush=True)
+
+def run(out: str | None, stage: str = 'target'):
     from effqwen.core import write_result
     ncu = shutil.which('ncu') or '/usr/local/cuda/bin/ncu'
     if not os.path.exists(ncu): raise SystemExit('needs Nsight Compute (ncu)')
     t0 = time.time()
-    p = subprocess.run([ncu, '--cache-control', 'all', '--clock-control', 'none', '--kernel-name', KERNELS, '--metrics', ','.join(METRICS),
-                        '--csv', sys.executable, __file__, 'target'], capture_output=True, text=True, timeout=540)
+    p = subprocess.run([ncu, '--cache-control', 'all', '--clock-control', 'none', '--kernel-name', KERNELS if stage == 'target' else 'regex:_attn_split_kernel',
+                        '--metrics', ','.join(METRICS), '--csv', sys.executable, __file__, stage], capture_output=True, text=True, timeout=540)
     labels = json.loads(next(l for l in p.stdout.splitlines() if l.startswith('LABELS '))[7:])
     rows = {}
     for r in csv.DictReader(io.StringIO('\n'.join(l for l in p.stdout.splitlines() if l.startswith('"')))):
@@ -78,7 +102,7 @@ def run(out: str | None):
         r['us'] = m['gpu__time_duration.sum'] / 1e3; r['tb_s'] = m['dram__bytes_read.sum'] / m['gpu__time_duration.sum'] / 1e3
         print(r['label'], round(r['us'], 2), 'us', round(r['tb_s'], 2), 'TB/s', {k: m[k] for k in METRICS[7:10]}, flush=True)
     if out: os.environ['EFFQWEN_OUT'] = out
-    print(write_result(NAME, dict(rows=res, metrics=METRICS, ncu=subprocess.run([ncu, '--version'], capture_output=True, text=True).stdout.strip().splitlines()[-1],
+    print(write_result(NAME + ('_attn' if stage != 'target' else ''), dict(rows=res, metrics=METRICS, ncu=subprocess.run([ncu, '--version'], capture_output=True, text=True).stdout.strip().splitlines()[-1],
                                   wall_s=time.time() - t0,
                                   note='Nsight Compute, each launch alone (--cache-control all, --clock-control none); us = gpu__time_duration; '
                                        'tb_s = DRAM bytes read / duration; warps = grid x block / 32; inst_per_warp = smsp__inst_executed / warps; '
@@ -100,6 +124,6 @@ def render():
     print(write_table('kernel_ncu_probe', '\n'.join(lines), doc['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'target', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'target': target, 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'attn': lambda: run(a.out, 'target_attn'), 'target': target, 'target_attn': target_attn, 'render': render}[a.stage]()
