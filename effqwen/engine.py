@@ -18,9 +18,9 @@ log = logging.getLogger('effqwen.engine')
 __all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS',
            'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
            'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
-           'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_PEEL', 'ATTN_DYN_VERIFY', 'ATTN_COMBINE_BS',
-           'ATTN_COMBINE_BD', 'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES',
-           'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
+           'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_DYN_VERIFY', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD',
+           'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN',
+           'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
            'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
            'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS',
            'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm',
@@ -714,9 +714,7 @@ if triton is not None:
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
                            PREFETCH: tl.constexpr = False,   # (GPU, under PDL) this program's keys / values into L2 before the wait
-                           DYN: tl.constexpr = False,   # (causal, no window) chunks sized by the live context (`_dyn_chunk`)
-                           PEEL: tl.constexpr = False):  # (one causal row or non-causal rows, no window) whole BL-key steps
-                                                         # unmasked, from one base pointer (`ATTN_PEEL`); a partial last step masked
+                           DYN: tl.constexpr = False):   # (causal, no window) chunks sized by the live context (`_dyn_chunk`)
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
             L0 = tl.load(pos_ptr) + T
@@ -744,26 +742,7 @@ if triton is not None:
             acc = tl.zeros((BR, D), dtype=tl.float32)
             end = tl.minimum(start + ch, L)
             base = j.to(tl.int64) * LMAX * D
-            lm = start                                                  # the first key of the masked loop below
-            if PEEL:   # every key below end is seen by every row here: no mask, and int32 offsets from a base that steps
-                off = tl.arange(0, BL)[:, None] * D + d[None, :]
-                kb = kc_ptr + base + start * D; vb = vc_ptr + base + start * D
-                nf = (end - start) // BL
-                for _ in range(nf):
-                    k = tl.load(kb + off)
-                    if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
-                    else: sc = tl.dot(q, tl.trans(k)) * scale
-                    m_new = tl.maximum(m_i, tl.max(sc, 1))
-                    alpha = tl.exp(m_i - m_new)
-                    p = tl.exp(sc - m_new[:, None])
-                    l_i = l_i * alpha + tl.sum(p, 1)
-                    v = tl.load(vb + off)
-                    if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
-                    else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
-                    m_i = m_new
-                    kb += BL * D; vb += BL * D
-                lm = start + nf * BL
-            for l0 in range(lm, end, BL):
+            for l0 in range(start, end, BL):
                 lo = l0 + tl.arange(0, BL); ml = lo < end
                 k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
@@ -1092,9 +1071,6 @@ ATTN_DYN_CHUNK = os.environ.get('EFFQWEN_ATTN_DYN_CHUNK', '1') == '1'   # decode
 # (in ATTN_BL steps) instead of ATTN_CHUNK, so a short context is spread over more programs with fewer steps each; at a
 # context near the cache length the chunks are ATTN_CHUNK's. Engine A/B (the 4B shape, 8,472-position cache, 4 rounds,
 # back to back): 1.594 -> 1.555 ms a token at 2048 tokens, 1.659 -> 1.654 at 8192 (step_attr_dyn_p2048_ab_h200 / step_attr_dyn_p8192_ab_h200)
-ATTN_PEEL = os.environ.get('EFFQWEN_ATTN_PEEL', '0') == '1'   # split-K steps where every row sees every key (one causal row,
-# a drafter's non-causal block; no window) without masks, their addresses int32 offsets from a base pointer stepped per
-# tile, the partial last step through the masked loop: fewer instructions a step (off until an engine A/B has timed it)
 ATTN_DYN_VERIFY = os.environ.get('EFFQWEN_ATTN_DYN_VERIFY', '0') == '1'   # the same for verify's rows (causal, T > 1): the chunk
 # from the last row's context; off until an engine A/B has timed it
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
@@ -1161,8 +1137,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     dyn = (ATTN_DYN_CHUNK if T == 1 else ATTN_DYN_VERIFY) and causal and not window
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), DYN=dyn,
-                                  PEEL=ATTN_PEEL and not window and (T == 1 or not causal), **pdl)
+                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), DYN=dyn, **pdl)
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0

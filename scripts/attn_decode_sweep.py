@@ -142,7 +142,7 @@ def run_combine(out: str | None):
         rows.append(row)
     import triton
     doc = dict(shape='qwen3.5-4b attention', heads=H, kv_heads=Hkv, head_dim=D, cache_len=LMAX, layers=LAYERS, rows=rows,
-               triton=triton.__version__, wall_s=time.time() - t0, dyn_chunk=E.ATTN_DYN_CHUNK, peel=E.ATTN_PEEL,
+               triton=triton.__version__, wall_s=time.time() - t0, dyn_chunk=E.ATTN_DYN_CHUNK,
                note='µs per call of effqwen.engine.fused_attn_rows (split-K kernel + combine + gate), LAYERS calls on distinct caches '
                     'back to back in one CUDA graph; ptr: key and value tiles by pointer loads (cp.async); combine BSxBD: the '
                     'one-row combine\'s chunks per step and head dims per program (ATTN_COMBINE_DECODE); tiles: (BL, stages) after '

@@ -56,8 +56,8 @@ def target():
     torch.cuda.synchronize()
     print('LABELS ' + json.dumps(labels), flush=True)
 
-ATTN_RUNS = [(8192, 256, 64, 3, 4, 0), (8192, 256, 64, 3, 4, 1), (8192, 256, 64, 3, 8, 0), (8192, 256, 64, 3, 8, 1), (8192, 128, 32, 3, 4, 0),
-             (2048, 256, 64, 3, 4, 0), (2048, 256, 64, 3, 4, 1)]   # (context, CHUNK, BL, stages, warps, ATTN_PEEL)
+ATTN_RUNS = [(8192, 256, 64, 3, 4), (8192, 256, 64, 3, 8), (8192, 128, 32, 3, 4), (2048, 256, 64, 3, 4)]   # (context, CHUNK, BL, stages, warps)
+# (the run at 34f3847 also timed ATTN_PEEL, an unmasked loop of whole key steps, since removed: kernel_ncu_probe_h200_attn.json)
 
 def target_attn():
     """The decode split-K attention kernel (`effqwen.engine._attn_split_kernel`, one token, the 4B shape's 16 query / 4 kv
@@ -66,14 +66,14 @@ def target_attn():
     from attn_decode_sweep import _attn_inputs, LMAX
     H, Hkv, D, dims, kcs, vcs = _attn_inputs('cuda')
     labels, calls = [], []
-    for ctx, chunk, bl, ns, nw, peel in ATTN_RUNS:
+    for ctx, chunk, bl, ns, nw in ATTN_RUNS:
         pos = torch.tensor([ctx - 1], device='cuda')
         q = torch.randn(1, H, D, device='cuda', dtype=torch.bfloat16); proj = torch.randn(1, 2 * H * D + 2 * Hkv * D, device='cuda', dtype=torch.bfloat16)
         part = E.attn_partials(Hkv, -(-LMAX // chunk), 16, D, 'cuda')
-        def call(q=q, proj=proj, pos=pos, part=part, chunk=chunk, bl=bl, ns=ns, nw=nw, peel=peel):
-            E.ATTN_BL, E.ATTN_STAGES, E.ATTN_WARPS, E.ATTN_PEEL = bl, ns, nw, bool(peel)
+        def call(q=q, proj=proj, pos=pos, part=part, chunk=chunk, bl=bl, ns=ns, nw=nw):
+            E.ATTN_BL, E.ATTN_STAGES, E.ATTN_WARPS = bl, ns, nw
             E.fused_attn_rows(q, proj, pos, kcs[0], vcs[0], dims, part, chunk)
-        calls.append(call); labels.append(f'attn split ctx {ctx} c{chunk} bl{bl} s{ns} w{nw} dyn{int(E.ATTN_DYN_CHUNK)} peel{peel}')
+        calls.append(call); labels.append(f'attn split ctx {ctx} c{chunk} bl{bl} s{ns} w{nw} dyn{int(E.ATTN_DYN_CHUNK)}')
     torch.cuda.synchronize()
     for c in calls: c()
     torch.cuda.synchronize()

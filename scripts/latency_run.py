@@ -37,7 +37,7 @@ import effqwen.kernels as K
 r['kernel_table'] = {str(d): v for d, v in K._AUTOLOADED.items()}   # per CUDA device: (per-GPU tuning table, configs taken) or None
 r['prefill_paths'] = dict(PREFILL_GVA=E.PREFILL_GVA, PREFILL_SDPA_GQA=E.PREFILL_SDPA_GQA, PREFILL_DEQUANT_AHEAD=E.PREFILL_DEQUANT_AHEAD, PREFILL_DIRECT=E.PREFILL_DIRECT, PREFILL_QK_NORM=E.PREFILL_QK_NORM)
 r['gdn_verify'] = E.GDN_VERIFY
-r['attn_split'] = dict(chunk=E.ATTN_CHUNK, prefetch=E.ATTN_PREFETCH, keys_per_step=E.ATTN_BL, warps=E.ATTN_WARPS, stages=E.ATTN_STAGES, combine_chunks_per_step=E.ATTN_COMBINE_BS, combine_head_dims_per_program=E.ATTN_COMBINE_BD or None, combine_decode=E.ATTN_COMBINE_DECODE, verify_keys_stages=list(E.ATTN_VERIFY_TILES))
+r['attn_split'] = dict(chunk=E.ATTN_CHUNK, dyn_chunk=E.ATTN_DYN_CHUNK, dyn_verify=E.ATTN_DYN_VERIFY, prefetch=E.ATTN_PREFETCH, keys_per_step=E.ATTN_BL, warps=E.ATTN_WARPS, stages=E.ATTN_STAGES, combine_chunks_per_step=E.ATTN_COMBINE_BS, combine_head_dims_per_program=E.ATTN_COMBINE_BD or None, combine_decode=E.ATTN_COMBINE_DECODE, verify_keys_stages=list(E.ATTN_VERIFY_TILES))
 r['gdn_step'] = dict(value_columns_per_program=E.GDN_BV, warps=E.GDN_WARPS, state_early=E.GDN_STATE_EARLY, verify_value_columns=E.GDN_VERIFY_BV or E.GDN_BV, verify_warps=E.GDN_VERIFY_WARPS)   # the one-token Gated-DeltaNet kernel (EFFQWEN_GDN_BV / _WARPS)
 r['fused_argmax'] = E.FUSED_ARGMAX   # the step's argmax + bookkeeping in two Triton kernels (EFFQWEN_FUSED_ARGMAX)
 r['gdn_verify_xcat'] = E.GDN_VERIFY_XCAT   # commit's xcat from the verify output kernel (EFFQWEN_GDN_VERIFY_XCAT)

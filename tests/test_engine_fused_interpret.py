@@ -218,24 +218,6 @@ SCRIPT_COMBINE = textwrap.dedent('''
     q3, proj3 = torch.randn(3, H, D), torch.randn(3, 2 * H * D + 2 * Hkv * D)
     E.ATTN_DYN_CHUNK, E.ATTN_VERIFY_TILES = False, (8, 2)   # (verify rows take these tiles: 8 keys a step here too)
     for p, second in ((0, False), (19, True), (43, True)): dyn_case('ATTN_DYN_VERIFY', q3, proj3, p, second)
-    # `ATTN_PEEL`: whole steps unmasked, a partial last step masked. One decode row at contexts of 1 key (no whole step),
-    # 8 (one whole), 22 (whole steps then a partial one, over static and dynamic chunks) and 46; a non-causal block of 3
-    # rows (a drafter's: every row sees keys < pos + 3). The cache rows past the context hold NaN: a step that read past
-    # it would spread NaN. The same sums in the same order, so equal to the masked loop's output.
-    E.ATTN_DYN_VERIFY = False
-    for qx, projx, causal, ps in ((q, proj, True, (0, 7, 21, 45)), (q3, proj3, False, (0, 5, 19, 43))):
-        for p in ps:
-            T = qx.shape[0]
-            k2, v2 = kc.clone(), vc.clone(); k2[:, p + T:] = float('nan'); v2[:, p + T:] = float('nan')
-            for dyn in (False, True):
-                E.ATTN_DYN_CHUNK = dyn
-                ys = []
-                for peel in (False, True):
-                    E.ATTN_PEEL = peel
-                    part = tuple(t.fill_(float('nan')) for t in E.attn_partials(Hkv, 2, 16, D, q.device))
-                    ys.append(E.fused_attn_rows(qx, projx, torch.tensor([p]), k2, v2, dims, part, 32, causal=causal))
-                assert torch.isfinite(ys[1]).all() and (ys[1] - ys[0]).abs().max() < 1e-6, (p, causal, dyn, (ys[1] - ys[0]).abs().max())
-    E.ATTN_PEEL = False
     print('ok')
 ''')
 

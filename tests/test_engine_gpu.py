@@ -314,15 +314,14 @@ def test_decode_chain_equals_single_steps(head, monkeypatch):
     monkeypatch.setattr(E, 'DECODE_CHAIN', 0)
     with pytest.raises(ValueError, match='DECODE_CHAIN'): eng._capture()
 
-@pytest.mark.parametrize('setting', ['GDN_STATE_EARLY', 'ATTN_PREFETCH', 'ATTN_PDL', 'EMBED_NORM', 'ATTN_PEEL'])
+@pytest.mark.parametrize('setting', ['GDN_STATE_EARLY', 'ATTN_PREFETCH', 'ATTN_PDL', 'EMBED_NORM'])
 def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
     """The decode kernels' loads issued before their programmatic-dependent-launch wait (`GDN_STATE_EARLY`: the one-token
     Gated-DeltaNet kernel's state slice; `ATTN_PREFETCH`: the split-K attention's keys / values into L2) read the same
     values, so the W4A16 engine's recorded decode graph (PDL on) gives bit-identical tokens and recurrent states with the
     option off and on; each setting runs twice, so an engine that does not repeat itself fails too. `ATTN_PDL` (the
     attention's kernels launched with or without PDL) and `EMBED_NORM` (the embedding rows gathered by the first norm
-    kernel instead of an embedding kernel before it) and `ATTN_PEEL` (the split-K attention's whole key steps unmasked)
-    must not change a value either. (The engine A/B at
+    kernel instead of an embedding kernel before it) must not change a value either. (The engine A/B at
     the 4B shape saw the settings' tokens differ: `data/results/step_early_ab_h200.json`.)"""
     import effqwen.engine as E
     import effqwen.kernels as K

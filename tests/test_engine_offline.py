@@ -37,7 +37,7 @@ def test_attention_prefetch_before_the_wait():
     import effqwen.engine as E
     sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
                LMAX='i32', NS='i32', scale='fp32')
-    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0, PEEL=False)
+    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0)
     for dyn in (False, True):                               # DYN: chunks by the live context (`ATTN_DYN_CHUNK`), the same hint
         pf, total = _before_wait(E._attn_split_kernel, sig, base | dict(PREFETCH=True, DYN=dyn), 'prefetch.global.L2')
         assert pf == total == 16, dyn                       # 256 rows x 4 lines, keys and values, over 128 threads
@@ -51,14 +51,5 @@ def test_attention_dynamic_chunks_compile():
     csig = dict(mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32', pos_ptr='*i64', proj_ptr='*bf16', out_ptr='*bf16', NS='i32')
     for T, BR, BL, BS, BD in ((1, 16, 64, 32, 32), (16, 64, 32, 16, 0)):
         both = dict(REP=4, BR=BR, D=256, CHUNK=256, BL=BL, T=T, H=16, PDL=True, CAUSAL=True, WIN=0, DYN=True)
-        assert _before_wait(E._attn_split_kernel, sig, both | dict(IEEE=False, PREFETCH=False, PEEL=False), 'ld.global')[1] > 0
+        assert _before_wait(E._attn_split_kernel, sig, both | dict(IEEE=False, PREFETCH=False), 'ld.global')[1] > 0
         assert _before_wait(E._attn_combine_kernel, csig, both | dict(GATE=True, PS=16 * 512 + 2 * 4 * 256, BS=BS, BD=BD), 'ld.global')[1] > 0
-
-def test_attention_peel_compiles_a_second_loop():
-    "`ATTN_PEEL` builds the split-K kernel for sm_90 with an unmasked loop of whole steps before the masked one: twice the mma of one loop."
-    import effqwen.engine as E
-    sig = dict(q_ptr='*bf16', kc_ptr='*bf16', vc_ptr='*bf16', pos_ptr='*i64', mp_ptr='*fp32', lp_ptr='*fp32', ap_ptr='*fp32',
-               LMAX='i32', NS='i32', scale='fp32')
-    base = dict(REP=4, BR=16, D=256, CHUNK=256, BL=64, IEEE=False, T=1, H=16, PDL=True, CAUSAL=True, WIN=0, PREFETCH=False, DYN=True)
-    one = _before_wait(E._attn_split_kernel, sig, base | dict(PEEL=False), 'mma.sync')[1]
-    assert one > 0 and _before_wait(E._attn_split_kernel, sig, base | dict(PEEL=True), 'mma.sync')[1] == 2 * one
