@@ -1072,7 +1072,8 @@ ATTN_DYN_CHUNK = os.environ.get('EFFQWEN_ATTN_DYN_CHUNK', '1') == '1'   # decode
 # context near the cache length the chunks are ATTN_CHUNK's. Engine A/B (the 4B shape, 8,472-position cache, 4 rounds,
 # back to back): 1.594 -> 1.555 ms a token at 2048 tokens, 1.659 -> 1.654 at 8192 (step_attr_dyn_p2048_ab_h200 / step_attr_dyn_p8192_ab_h200)
 ATTN_DYN_VERIFY = os.environ.get('EFFQWEN_ATTN_DYN_VERIFY', '0') == '1'   # the same for verify's rows (causal, T > 1): the chunk
-# from the last row's context; off until an engine A/B has timed it
+# from the last row's context. Off: no faster in the engine A/B (verify-16, 4 rounds: 2.805 -> 2.837 ms at 2048 tokens,
+# 2.889 -> 2.929 at 8192; step_attr_dynv_p2048_ab_h200 / step_attr_dynv_p8192_ab_h200)
 ATTN_COMBINE_BS = 16   # chunks' partials the combine kernel loads per step (all in one round trip up to 16 chunks)
 ATTN_COMBINE_BD = 0    # head dims per combine program (0: the whole head; D // BD programs per row and head: more of them
                        # at a long context, each reading a slice of the partials; for scripts/attn_decode_sweep.py's A/B)

@@ -9,7 +9,7 @@ other half of its time (warps resident, instructions per warp, stall reasons per
     python scripts/kernel_ncu_probe.py [--out DIR]   # GPU with ncu on PATH -> data/results/kernel_ncu_probe_h200.json
     python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
     python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_attn_h200.json
-    python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md
+    python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md (both results)
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, time
 from pathlib import Path
@@ -110,18 +110,21 @@ def run(out: str | None, stage: str = 'target'):
 
 def render():
     from effqwen.core import write_table, provenance_line
-    doc = json.loads(Path(f'data/results/{NAME}.json').read_text())
     st = ('long_scoreboard', 'wait', 'barrier', 'short_scoreboard', 'math_pipe_throttle')
-    lines = ['### The M = 1 W4A16 kernels under Nsight Compute, each launch alone (one H200 run)', '',
-             '| kernel | µs | TB/s | warps | instructions per warp | warps active % | issue active % | ' + ' | '.join(s.replace('_', ' ') for s in st) + ' |',
-             '|---|---|---|---|---|---|---|' + '---|' * len(st)]
-    for r in doc['rows']:
-        m = r['metrics']
-        lines.append(f"| {r['label']} | {r['us']:.2f} | {r['tb_s']:.2f} | {r['warps']:.0f} | {r['inst_per_warp']:.0f} | "
-                     f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']:.1f} | {m['smsp__issue_active.avg.pct_of_peak_sustained_active']:.1f} | "
-                     + ' | '.join(f"{m[f'smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio']:.2f}" for s in st) + ' |')
-    lines += ['', doc['note'] + f"; {doc['ncu']}.", '', provenance_line(doc)]
-    print(write_table('kernel_ncu_probe', '\n'.join(lines), doc['provenance']['profile']))
+    lines = []
+    for name, title in ((NAME, 'The M = 1 W4A16 kernels'), (NAME + '_attn', 'The decode split-K attention kernel (4B shape, one token)')):
+        if not Path(f'data/results/{name}.json').exists(): continue
+        doc = json.loads(Path(f'data/results/{name}.json').read_text())
+        lines += [f'### {title} under Nsight Compute, each launch alone (one H200 run)', '',
+                  '| kernel | µs | TB/s | warps | instructions per warp | warps active % | issue active % | ' + ' | '.join(s.replace('_', ' ') for s in st) + ' |',
+                  '|---|---|---|---|---|---|---|' + '---|' * len(st)]
+        for r in doc['rows']:
+            m = r['metrics']
+            lines.append(f"| {r['label']} | {r['us']:.2f} | {r['tb_s']:.2f} | {r['warps']:.0f} | {r['inst_per_warp']:.0f} | "
+                         f"{m['sm__warps_active.avg.pct_of_peak_sustained_active']:.1f} | {m['smsp__issue_active.avg.pct_of_peak_sustained_active']:.1f} | "
+                         + ' | '.join(f"{m[f'smsp__average_warps_issue_stalled_{s}_per_issue_active.ratio']:.2f}" for s in st) + ' |')
+        lines += ['', doc['note'] + f"; {doc['ncu']}.", '', provenance_line(doc), '']
+    print(write_table('kernel_ncu_probe', '\n'.join(lines).rstrip(), json.loads(Path(f'data/results/{NAME}.json').read_text())['provenance']['profile']))
 
 if __name__ == '__main__':
     ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'render']); ap.add_argument('--out')
