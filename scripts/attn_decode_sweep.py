@@ -111,8 +111,9 @@ def run_combine(out: str | None):
         sets = [own] + [(ch, bl, ns, cm) for ch, bl, ns in ((128, 64, 3), (128, 32, 3), (128, 32, 4), (512, 64, 3), (256, 32, 4), (256, 64, 4))
                         for cm in ((32, 32), (64, 32))] + [(256, 64, 3, cm) for cm in ((32, 16), (32, 64), (16, 16))]
     elif os.environ.get('SWEEP_SETS'):   # 'chunk,bl,stages[,bs,bd];...': those split tiles (and one-row combine shapes)
-        sets = [own] + [(v[0], v[1], v[2], tuple(v[3:5]) if len(v) == 5 else own[3])
-                        for v in ([int(x) for x in spec.split(',')] for spec in os.environ['SWEEP_SETS'].split(';') if spec)]
+        specs = [[int(x) for x in spec.split(',')] for spec in os.environ['SWEEP_SETS'].split(';') if spec]
+        if any(len(v) not in (3, 5) for v in specs): raise ValueError(f"SWEEP_SETS={os.environ['SWEEP_SETS']!r}: give 'chunk,bl,stages' or 'chunk,bl,stages,bs,bd' per setting, ';' between")
+        sets = [own] + [(v[0], v[1], v[2], tuple(v[3:]) if len(v) == 5 else own[3]) for v in specs]
     else: sets = [own] + [(256, 64, 3, cm) for cm in (None, (16, 32), (32, 32), (64, 32), (64, 64), (64, 16))]
     rows, T = [], 1
     for ctx in (2048, 8192):

@@ -8,7 +8,7 @@ other half of its time (warps resident, instructions per warp, stall reasons per
 
     python scripts/kernel_ncu_probe.py [--out DIR]   # GPU with ncu on PATH -> data/results/kernel_ncu_probe_h200.json
     python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
-    python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_attn_h200.json
+    python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_h200_attn.json
     python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md (both results)
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, time
