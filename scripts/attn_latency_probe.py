@@ -36,6 +36,7 @@ def main():
     from effqwen.core import write_result
     t0, dev = time.time(), torch.device('cuda')
     H, Hkv, D, dims, kcs, vcs = _attn_inputs(dev)
+    dims = dims[:7] + (bool(dims[7]),)   # (the norm offset as the prep kernel's flag)
     R = dims[3]
     proj = torch.randn(1, 2 * H * D + 2 * Hkv * D, device=dev, dtype=torch.bfloat16)
     cos, sin = torch.randn(LMAX, R, device=dev, dtype=torch.bfloat16), torch.randn(LMAX, R, device=dev, dtype=torch.bfloat16)
