@@ -9,7 +9,9 @@ replays), at contexts CTXS:
   - empty: LAYERS launches of a kernel that only enters PDL (the launch floor of one kernel in such a chain),
   - prep, split, combine alone; split + combine (`fused_attn_rows`); prep + split + combine (`fused_attn_decode`),
   - split + combine under other split settings (stages, warps, keys per step: `ATTN_STAGES`, `ATTN_WARPS`, `ATTN_BL`),
-  - prep + split + combine with plain launches (no PDL).
+  - prep + split + combine with plain launches (no PDL),
+  - the layer's W4A16 q/k/v and o projections (fragment kernels) alone, and around prep + split + combine (the attention
+    in the engine's context), each also with the attention kernels launched plainly (attn_pdl=False).
 
 GPU:  PYTHONPATH=. OUT=... python3 scripts/attn_latency_probe.py     -> data/results/attn_latency_probe_h200.json
 """
@@ -59,6 +61,18 @@ def main():
                                                  T=1, H=H, PS=proj.shape[-1], BS=bs, num_warps=4, CAUSAL=True, WIN=0, BD=bd,
                                                  DYN=E.ATTN_DYN_CHUNK, BL=bl, **E._attn_pdl(y))
     x = torch.zeros(1, device=dev)
+    # the layer's linears as the engine runs them: W4A16 fragment kernels, distinct weights per layer (together past the L2)
+    import effqwen.gluon as G
+    from gluon_stream_probe import _w4_copy
+    NP, C = proj.shape[-1], 2560
+    wq = [_w4_copy(NP, C) for _ in range(LAYERS)]; wo = [_w4_copy(C, H * D) for _ in range(LAYERS)]
+    hx = torch.randn(1, C, device=dev, dtype=torch.bfloat16); pj = torch.empty_like(proj); ox = torch.empty(1, C, device=dev, dtype=torch.bfloat16)
+    def lin(i):   # q/k/v then o projections without the attention between (o reads the previous call's output)
+        G.w4a16_fragment_matmul(hx, *wq[i], out=pj); G.w4a16_fragment_matmul(y, *wo[i], out=ox)
+    def layer(i, pos):
+        G.w4a16_fragment_matmul(hx, *wq[i], out=pj)
+        a = E.fused_attn_decode(pj, cos, sin, pos, qn, kn, kcs[i], vcs[i], dims, part)
+        G.w4a16_fragment_matmul(a, *wo[i], out=ox)
     rows = []
     def rec(name, ctx, calls, **kw):
         us = _chain_us(calls)
@@ -76,6 +90,12 @@ def main():
             try: rec('split+combine', ctx, [lambda i=i: E.fused_attn_rows(q, proj, pos, kcs[i], vcs[i], dims, part) for i in range(LAYERS)], bl=bl, warps=nw, stages=ns)
             except Exception as e: rows.append(dict(part='split+combine', ctx=ctx, bl=bl, warps=nw, stages=ns, error=str(e)[-300:]))
             finally: E.ATTN_BL, E.ATTN_WARPS, E.ATTN_STAGES = own
+        for name, calls in (('qkv+o', [lambda i=i: lin(i) for i in range(LAYERS)]),
+                            ('qkv+prep+split+combine+o', [lambda i=i: layer(i, pos) for i in range(LAYERS)])):
+            rec(name, ctx, calls)
+            E.ATTN_PDL = False
+            try: rec(name, ctx, calls, attn_pdl=False)
+            finally: E.ATTN_PDL = True
         pdl = K.PDL; K.PDL = False
         try: rec('prep+split+combine', ctx, [lambda i=i: E.fused_attn_decode(proj, cos, sin, pos, qn, kn, kcs[i], vcs[i], dims, part) for i in range(LAYERS)], pdl=False)
         finally: K.PDL = pdl
