@@ -449,6 +449,34 @@ def ctx_curve(eng, ids, rounds: int = 3) -> dict:
     for p, v in out.items(): print('ctx', p, round(v['decode_ms'], 4), 'ms;', {g: round(u) for g, u in v['groups'].items()}, flush=True)
     return dict(positions=out, cache_len=eng.cache_len, max_seq_len=eng.max_seq_len)
 
+def after_prefill(eng, ids, rounds: int = 3, n: int = 64) -> dict:
+    """Is decode slower right after a long prefill? Per prompt length p (64 / 2048 / the prompt), as the latency run
+    times it: prefill p tokens, decode 4, then time `n` decode tokens (ms a token); the same after 1 s idle between the
+    prefill and the decode ('rested'); and `n` more tokens straight after ('steady': the GPU busy with decode only).
+    The SM clock and power (NVML, via torch.cuda) are read after each prefill and each timed decode. Rounds alternate."""
+    import time as _t
+    def clk():
+        try: return dict(sm_mhz=torch.cuda.clock_rate(), power_w=torch.cuda.power_draw() / 1e3)
+        except Exception as e: return dict(error=str(e)[:80])
+    ps = sorted({64, 2048, int(ids.shape[1])})
+    out = {str(p): dict(latency_run=[], rested=[], steady=[], clocks=[]) for p in ps}
+    def timed():
+        torch.cuda.synchronize(); t = _t.perf_counter(); eng.decode_n_tokens(n); torch.cuda.synchronize()
+        return (_t.perf_counter() - t) / n * 1e3
+    for _ in range(rounds):
+        for p in ps:
+            o = out[str(p)]
+            eng.prefill(ids[:, :p]); torch.cuda.synchronize(); c0 = clk()
+            eng.decode_n_tokens(4); o['latency_run'].append(timed()); c1 = clk()
+            o['steady'].append(timed())
+            eng.prefill(ids[:, :p]); torch.cuda.synchronize(); _t.sleep(1.0); c2 = clk()
+            eng.decode_n_tokens(4); o['rested'].append(timed())
+            o['clocks'].append(dict(after_prefill=c0, after_decode=c1, after_rest=c2))
+            print('after_prefill', p, {k: round(o[k][-1], 4) for k in ('latency_run', 'steady', 'rested')}, c0, c1, flush=True)
+    for o in out.values():
+        for k in ('latency_run', 'rested', 'steady'): o[k + '_median'] = sorted(o[k])[len(o[k]) // 2]
+    return dict(positions=out, decode_tokens=n, rounds=rounds)
+
 def attn_chunk_ab(eng, ids, chunks=(64, 128, 256, 512)) -> dict|None:
     """Decode-1 / verify-16 by cache positions per program of the split-K decode attention (`ATTN_CHUNK`: fewer
     positions, more programs over the same keys); the engine is set up again for each (its attention scratch is sized
