@@ -15,12 +15,12 @@ import torch.nn.functional as F
 log = logging.getLogger('effqwen.engine')
 
 # %% auto #0
-__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_KEEP', 'GDN_STATE_EARLY', 'GDN_WARPS',
+__all__ = ['log', 'ARCHS', 'NORM_WARPS', 'EMBED_NORM', 'ARGMAX_BLOCK', 'GDN_BV', 'GDN_STATE_EARLY', 'GDN_WARPS',
            'GDN_VERIFY_WARPS', 'GDN_VERIFY_BV', 'GDN_VERIFY_XCAT', 'GDN_VERIFY', 'PREFILL_GVA', 'PREFILL_QK_NORM',
            'CONV_PREFILL_BT_WARPS', 'GDN_PREFILL_RECURRENT_MAX', 'PREFILL_SDPA_GQA', 'ATTN_PREP_BT', 'ATTN_CHUNK',
            'ATTN_BL', 'ATTN_WARPS', 'ATTN_DYN_CHUNK', 'ATTN_DYN_VERIFY', 'ATTN_COMBINE_BS', 'ATTN_COMBINE_BD',
-           'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_EVICT', 'ATTN_PDL', 'ATTN_VERIFY_TILES',
-           'VERIFY_ATTN', 'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
+           'ATTN_STAGES', 'ATTN_COMBINE_DECODE', 'ATTN_PREFETCH', 'ATTN_PDL', 'ATTN_VERIFY_TILES', 'VERIFY_ATTN',
+           'HEAD_BLOCK', 'HEAD_SCR', 'HEAD_PICK_BK', 'HEAD_PICK_WARPS', 'HEAD_GEMV', 'FRAGMENT_LINEARS',
            'SWIGLU_EPILOGUE', 'PREFILL_DEQUANT_AHEAD', 'PREFILL_DIRECT', 'DECODE_SWIGLU_MATVEC', 'FUSED_ARGMAX',
            'NORM_EPILOGUE', 'NORM_SPLIT', 'NORM_SPLIT_STEPS', 'PDL_STEPS', 'DECODE_CHAIN', 'PREFILL_GRAPHS',
            'PIPELINED', 'ROUND_GRAPH', 'ROUND_GRAPHS_KEPT', 'ROUND_KERNELS', 'EngineConfig', 'fuse_linears', 'rms_norm',
@@ -441,14 +441,13 @@ if triton is not None:
     def _gdn_step_kernel(proj_ptr, buf_ptr, cw_ptr, nega_ptr, dtb_ptr, S_ptr, o_ptr, Kd, Vd, C, HV, scale,
                          RATIO: tl.constexpr, DK: tl.constexpr, DV: tl.constexpr, BK: tl.constexpr, BV: tl.constexpr,
                          KC: tl.constexpr, PDL: tl.constexpr = False,
-                         EARLY_S: tl.constexpr = False,   # load the state before waiting for the kernel before (see GDN_STATE_EARLY)
-                         KEEP: tl.constexpr = False):   # the state loaded and stored evict-last in L2 (see GDN_STATE_KEEP)
+                         EARLY_S: tl.constexpr = False):   # load the state before waiting for the kernel before (see GDN_STATE_EARLY)
         h = tl.program_id(0); iv = tl.program_id(1)
         ok = tl.arange(0, BK); mk = ok < DK
         ov = iv * BV + tl.arange(0, BV); mv = ov < DV
         sp = S_ptr + h.to(tl.int64) * DK * DV + ok[:, None] * DV + ov[None, :]
         sm = mk[:, None] & mv[None, :]
-        if EARLY_S: S = tl.load(sp, mask=sm, other=0.0, eviction_policy='evict_last' if KEEP else '')
+        if EARLY_S: S = tl.load(sp, mask=sm, other=0.0)
         _pdl_enter(PDL)
         dt = o_ptr.dtype.element_ty
         hk = h // RATIO
@@ -462,10 +461,10 @@ if triton is not None:
         a = tl.load(proj_ptr + C + Vd + HV + h).to(tl.float32) + tl.load(dtb_ptr + h).to(tl.float32)
         g = tl.load(nega_ptr + h) * tl.where(a > 20.0, a, tl.log(1.0 + tl.exp(a)))
         eg = tl.exp(g)
-        if not EARLY_S: S = tl.load(sp, mask=sm, other=0.0, eviction_policy='evict_last' if KEEP else '')   # (where the kernel always loaded it)
+        if not EARLY_S: S = tl.load(sp, mask=sm, other=0.0)   # (where the kernel always loaded it)
         vn = beta * (v - eg * tl.sum(S * k[:, None], 0))
         S = S * eg + k[:, None] * vn[None, :]
-        tl.store(sp, S, mask=sm, eviction_policy='evict_last' if KEEP else '')
+        tl.store(sp, S, mask=sm)
         tl.store(o_ptr + h * DV + ov, tl.sum(S * q[:, None], 0).to(dt), mask=mv)
 
     @triton.jit
@@ -715,8 +714,7 @@ if triton is not None:
                            CAUSAL: tl.constexpr = True,   # False: every row sees keys < pos + T (a drafter block, `block_attn`)
                            WIN: tl.constexpr = 0,         # > 0: row t sees no key below pos + t - WIN + 1 (a sliding window)
                            PREFETCH: tl.constexpr = False,   # (GPU, under PDL) this program's keys / values into L2 before the wait
-                           DYN: tl.constexpr = False,   # (causal, no window) chunks sized by the live context (`_dyn_chunk`)
-                           EVICT: tl.constexpr = False):   # keys / values read evict-first in L2 (`ATTN_EVICT`)
+                           DYN: tl.constexpr = False):   # (causal, no window) chunks sized by the live context (`_dyn_chunk`)
         if PREFETCH:   # the cache rows below pos were written by earlier launches; the prep kernel before this one writes
             # row pos while these run (L2 is coherent: a prefetched line it then writes is simply updated)
             L0 = tl.load(pos_ptr) + T
@@ -746,7 +744,7 @@ if triton is not None:
             base = j.to(tl.int64) * LMAX * D
             for l0 in range(start, end, BL):
                 lo = l0 + tl.arange(0, BL); ml = lo < end
-                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0, eviction_policy='evict_first' if EVICT else '')
+                k = tl.load(kc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: sc = tl.dot(q.to(tl.float32), tl.trans(k.to(tl.float32)), input_precision='ieee') * scale
                 else: sc = tl.dot(q, tl.trans(k)) * scale
                 ok = ml[None, :] & (lo[None, :] <= lim[:, None])
@@ -757,7 +755,7 @@ if triton is not None:
                 alpha = tl.exp(m_i - m_ok)
                 p = tl.exp(sc - m_ok[:, None])
                 l_i = l_i * alpha + tl.sum(p, 1)
-                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0, eviction_policy='evict_first' if EVICT else '')
+                v = tl.load(vc_ptr + base + lo[:, None] * D + d[None, :], mask=ml[:, None], other=0.0)
                 if IEEE: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype).to(tl.float32), v.to(tl.float32), input_precision='ieee')
                 else: acc = acc * alpha[:, None] + tl.dot(p.to(v.dtype), v)
                 m_i = m_new
@@ -894,9 +892,6 @@ def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
     return out
 
 GDN_BV = int(os.environ.get('EFFQWEN_GDN_BV', '32'))   # value columns per program of the one-token Gated-DeltaNet kernel
-GDN_STATE_KEEP = os.environ.get('EFFQWEN_GDN_STATE_KEEP', '0') == '1'   # the one-token kernel loads and stores the recurrent
-# state evict-last in L2 (24 layers x 2 MB at the 4B shape): the step's evict-first weights and the attention's cache reads
-# then leave it in L2 for the next token (A/B: `scripts/profile_steps.py --only attr_ab`)
 GDN_STATE_EARLY = os.environ.get('EFFQWEN_GDN_STATE_EARLY', '0') == '1'   # under programmatic dependent launch, the one-token
 # kernel loads its slice of the recurrent state before waiting for the kernel before it (the input projection), so the
 # state's DRAM latency overlaps that wait. Safe where only this layer's step kernel writes the state within a graph (the
@@ -915,7 +910,7 @@ def fused_gdn_decode(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, bv
     o = proj.new_empty(Hv, Dv)
     _gdn_step_kernel[(Hv, triton.cdiv(Dv, bv))](proj, conv_buf, conv_w, neg_a, dt_bias, S, o, Kd, Vd, C, Hv, Dk ** -0.5,
                                                RATIO=Hv // Hk, DK=Dk, DV=Dv, BK=_np2(Dk), BV=bv, KC=KC, num_warps=warps or GDN_WARPS,
-                                               EARLY_S=GDN_STATE_EARLY, KEEP=GDN_STATE_KEEP, **_pdl(o))
+                                               EARLY_S=GDN_STATE_EARLY, **_pdl(o))
     y = proj.new_empty(1, Vd)
     BC = 256
     _gdn_out_kernel[(Hv + triton.cdiv(C, BC),)](o, proj, norm_w, conv_buf, y, Hv, Hv, proj.shape[-1], C, eps,
@@ -1094,10 +1089,6 @@ ATTN_PREFETCH = os.environ.get('EFFQWEN_ATTN_PREFETCH', '0') == '1'   # decode u
 # the prep runs (33.5 MB a layer at 8192 tokens of the 4B shape: the L2 holds it). Off: no faster in the engine A/B
 # (profile_steps early_ab, three runs: decode back to back -13 / +11 / +11 µs a token at 8192 tokens, step_early_ab_h200.json)
 
-ATTN_EVICT = os.environ.get('EFFQWEN_ATTN_EVICT', '0') == '1'   # the split-K kernel reads the cache evict-first in L2: at a long
-# context its reads (33.5 MB a layer at 8192 tokens of the 4B shape, 268 MB a step) need not push out what the step
-# reuses from L2 (A/B: `scripts/profile_steps.py --only attr_ab`)
-
 ATTN_PDL = os.environ.get('EFFQWEN_ATTN_PDL', '1') == '1'   # the attention's prep / split-K / combine kernels under
 # programmatic dependent launch where `_pdl` says so (0: plain launches; decode at 8192 tokens 1.674 -> 1.671 ms, within
 # noise: step_attr_tiles_ab_h200.json)
@@ -1147,8 +1138,7 @@ def fused_attn_rows(q:torch.Tensor, # (T, H, D) queries of tokens pos..pos+T-1 (
     dyn = (ATTN_DYN_CHUNK if T == 1 else ATTN_DYN_VERIFY) and causal and not window
     _attn_split_kernel[(Hkv, NS)](q, kc, vc, pos, mp, lp, ap, Lmax, NS, D ** -0.5, REP=rep, BR=BR, D=D, CHUNK=chunk,
                                   BL=bl, IEEE=q.dtype == torch.float32 or _INTERPRET, T=T, H=H, num_warps=nw, num_stages=ns,
-                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), DYN=dyn,
-                                  EVICT=ATTN_EVICT, **pdl)
+                                  CAUSAL=causal, WIN=window, PREFETCH=ATTN_PREFETCH and T == 1 and bool(pdl), DYN=dyn, **pdl)
     y = q.new_empty(T, H * D)
     bs, bd = ATTN_COMBINE_DECODE if T == 1 and ATTN_COMBINE_DECODE else (ATTN_COMBINE_BS, ATTN_COMBINE_BD)
     bd = bd if 0 < bd < D else 0
@@ -2467,12 +2457,14 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                       verify_widths=(), # also time verify and commit of the W4A16 engine at these widths (< block_size: the
                                         # engine verifies the first width − 1 drafts of the drafter's block; key 'verify_widths')
                       decode_repeats:int=5, # engine decode ms/token: the median of this many timed runs of 64 tokens, each after its own prefill
+                      tpot_repeats:int=3, # engine TPOT: the median of this many runs of a setting's whole output after its prefill (0: none)
                      )->dict:
     "Measure HF eager vs the engine (BF16 / W4A16, eager / compiled, CUDA graphs) and the drafter step; returns a dict."
     import gc, traceback
     from effqwen.model import load_target
     from effqwen.kernels import W4A16Linear, W8A16Linear, replace_linears
     if decode_repeats < 1: raise ValueError(f'decode_repeats={decode_repeats}: time at least one decode run')
+    if tpot_repeats < 0: raise ValueError(f'tpot_repeats={tpot_repeats}: give 0 (no TPOT) or more runs')
     T0, say = time.perf_counter(), (progress or log.info)
     left = lambda: deadline_s - (time.perf_counter() - T0)
     dev = next(model.parameters()).device if model is not None else torch.device('cuda')
@@ -2566,13 +2558,18 @@ def benchmark_latency(shape:str='qwen3.5-4b', # a key of effqwen.model.QWEN35_SH
                 eng.decode_n_tokens(4); sync()
                 t = sync(); eng.decode_n_tokens(nd); dts.append((sync() - t) / nd)
             dec = sorted(dts)[len(dts) // 2]
+            tps = []   # TPOT as serving benchmarks (vLLM's) define it: the n - 1 tokens after the prefill's one, from right after it
+            for _ in range(tpot_repeats if n > 1 else 0):
+                eng.prefill(ids); t = sync(); eng.decode_n_tokens(n - 1); tps.append((sync() - t) / (n - 1))
             eng.prefill(ids)
             ver = _gpu_ms(lambda: eng._step('verify'), 10)
             eng.n_keep.fill_(1); com = _gpu_ms(lambda: eng._step('commit'), 10)
             t = sync(); eng.generate(ids, n); e2e = sync() - t
             r[name] = dict(prefill_ms=sorted(ts)[1] * 1e3, decode_ms=dec * 1e3, decode_runs_ms=[d * 1e3 for d in dts], verify_ms=ver, commit_ms=com, e2e_s=e2e,
-                           prefill_first_ms=ts[0] * 1e3)   # (on a GPU the first prompt of a size bucket also records its prefill graph)
-            say(f"engine {key} {name}: prefill {r[name]['prefill_ms']:.1f} ms, decode {dec * 1e3:.3f} ms/token, verify-{block_size} {ver:.3f} ms, e2e {e2e:.3f} s")
+                           prefill_first_ms=ts[0] * 1e3)
+            if tps: r[name].update(tpot_ms=sorted(tps)[len(tps) // 2] * 1e3, tpot_runs_ms=[d * 1e3 for d in tps])   # (on a GPU the first prompt of a size bucket also records its prefill graph)
+            say(f"engine {key} {name}: prefill {r[name]['prefill_ms']:.1f} ms, decode {dec * 1e3:.3f} ms/token, verify-{block_size} {ver:.3f} ms, e2e {e2e:.3f} s"
+                + (f", TPOT {r[name]['tpot_ms']:.3f} ms" if 'tpot_ms' in r[name] else ''))
         r['linears_ms'] = linears_ms(eng)
         r['peak_gb'] = _peak_gb()
         del eng
