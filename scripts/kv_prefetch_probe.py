@@ -22,22 +22,12 @@ import os, pathlib, shutil, sys, time
 import torch
 import triton, triton.language as tl
 
+sys.path.insert(0, os.path.dirname(__file__))
+from read_ceiling_probe import _read_kernel as _stream_kernel   # evict-first XOR-fold of int32 words
+
 CTX, LMAX, HKV, H, D = int(os.environ.get('CTX', '8192')), 8472, 4, 16, 256
 REPS = int(os.environ.get('REPS', '30'))
 XS = [int(v) for v in os.environ.get('XS', '0,16,48,96').split(',')]
-
-@triton.jit
-def _stream_kernel(x_ptr, out_ptr, n_words, per_prog, BLOCK: tl.constexpr):
-    p = tl.program_id(0)
-    acc = tl.zeros([BLOCK], tl.int32)
-    base = p.to(tl.int64) * per_prog
-    for i in range(0, per_prog, BLOCK):
-        o = base + i + tl.arange(0, BLOCK)
-        acc ^= tl.load(x_ptr + o, mask=o < n_words, other=0, eviction_policy='evict_first')
-    tl.store(out_ptr + p, tl.reduce(acc, 0, _xor))
-
-@triton.jit
-def _xor(a, b): return a ^ b
 
 @triton.jit
 def _pf_kernel(kc_ptr, vc_ptr, pos_ptr, LMAX, NP, D: tl.constexpr, MODE: tl.constexpr, PIECE: tl.constexpr, BLOCK: tl.constexpr):
