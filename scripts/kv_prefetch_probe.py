@@ -95,7 +95,8 @@ def main():
     big = torch.randint(-2**31, 2**31 - 1, (max(XS + [1]) << 18,), dtype=torch.int32, device=dev)   # X MB = X << 18 words
     sout = torch.empty(132 * 8, dtype=torch.int32, device=dev)
     def stream(x):
-        nw = x << 18; progs = 132 * 8; block = 2048; per = -(-(-(-nw // progs)) // block) * block
+        nw, progs, block = x << 18, 132 * 8, 2048
+        per = -(-nw // progs); per = -(-per // block) * block   # words per program, whole steps
         return lambda: _stream_kernel[(progs,)](big, sout, nw, per, BLOCK=block, num_warps=8)
     attn = lambda: fused_attn_rows(q, None, pos, kc, vc, dims, part)
     def pf(mode):   # line: 16 programs a segment, 128 lines a step; bulk: one warp a program, 32 pieces each (no repeats at 8192)
