@@ -17,6 +17,8 @@ three ways in one run:
                                                        # (SWEEP_M=1: M = 1 only; SWEEP_TAG=t: written as kernel_stream_sweep_h200_t.json)
     python scripts/gluon_stream_probe.py prefetch [--out DIR]   # GPU -> data/results/kernel_prefetch_probe_h200.json: back to back
                                                        # with / without requesting the next call's weights into L2
+    python scripts/gluon_stream_probe.py early [--out DIR]   # GPU -> data/results/kernel_early_trigger_probe_h200.json: back to
+                                                       # back under PDL with the next kernel's trigger after / before the wait (GDC_EARLY)
     python scripts/gluon_stream_probe.py boundary [--out DIR]   # GPU -> data/results/kernel_boundary_probe_h200.json: µs per call
                                                        # back to back against the bytes per call (fixed cost per kernel)
     python scripts/gluon_stream_probe.py split [--out DIR]   # GPU -> data/results/kernel_split_probe_h200.json: split-K of the
@@ -250,6 +252,43 @@ def prefetch(out: str | None):
            note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
                 'in one CUDA graph under PDL; pf0: no prefetch, pf1: each CTA requests its share of the next call\'s weight words '
                 'into L2 after its own work, pf2: before it; tb_s: weight + scale bytes per µs')
+
+EARLY_NAME = 'kernel_early_trigger_probe_h200'
+
+def early(out: str | None):
+    """`effqwen.gluon.GDC_EARLY` off and on: the fragment kernels back to back under PDL (one CUDA graph, `_chain_us`),
+    each call on its own weight copy, letting the next kernel launch after their wait (off) or before it (on); each engine
+    shape alone (CHAIN copies) and the 4B layer's sequence four times, M = 1 and 16, the two settings alternated over
+    ROUNDS. Outputs must equal the calls outside the graph bit for bit."""
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    seqs = {f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}
+    pdl_default, early_default = Kn.PDL, G.GDC_EARLY; Kn.PDL = True
+    rounds = int(os.environ.get('ROUNDS', 3))
+    try:
+        for name, seq in seqs.items():
+            ws = [_w4_copy(N, K) for N, K in seq]
+            for M in (1, 16):
+                xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
+                ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
+                ref = [G.w4a16_fragment_matmul(xs[K], w, s) for (w, s), (N, K) in zip(ws, seq)]
+                row = dict(seq=name, M=M, calls=len(seq), mb=sum(w.numel() * 4 + s.numel() * 2 for w, s in ws) / 1e6, runs={'off': [], 'on': []})
+                calls = [lambda i=i: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i]) for i in range(len(seq))]
+                for _ in range(rounds):
+                    for e in (False, True):
+                        G.GDC_EARLY = e
+                        row['runs']['on' if e else 'off'].append(_chain_us(calls))
+                        row[f'equal_{"on" if e else "off"}'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
+                row['us'] = {k: sorted(v)[len(v) // 2] for k, v in row['runs'].items()}
+                row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}
+                rows.append(row); print(json.dumps(row), flush=True)
+            del ws; torch.cuda.empty_cache()
+    finally: Kn.PDL, G.GDC_EARLY = pdl_default, early_default
+    _write(EARLY_NAME, out, t0, rows=rows, rounds=rounds,
+           note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
+                'in one CUDA graph under PDL; off: each kernel lets the next launch after its griddepcontrol.wait, on (GDC_EARLY): '
+                'before it; us: median over the rounds (runs: each round\'s median of 5 replays); tb_s: weight + scale bytes per µs')
 
 BND_NAME = 'kernel_boundary_probe_h200'
 
@@ -531,6 +570,6 @@ def split(out: str | None):
                 'again_equal and rel_err within 5% of the smallest (the split changes only the summation order)')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()

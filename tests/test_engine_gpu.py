@@ -343,6 +343,37 @@ def test_early_loads_give_same_tokens_and_states(setting, monkeypatch):
             for i, ((t, S), (t0, S0)) in enumerate(zip(got, ref)):
                 assert torch.equal(t, t0) and torch.equal(S, S0), (setting, on, r, i)
 
+def test_gdc_early_gives_same_tokens_and_states(monkeypatch):
+    """`effqwen.gluon.GDC_EARLY` (the fragment kernels let the next kernel launch before their programmatic-dependent-
+    launch wait) changes only when kernels start: the W4A16 engine on the fragment kernels (group 128, a tiny Qwen3.5
+    widened to 256) gives bit-identical decode tokens, recurrent states and verify-16 logits with it off and on, each
+    setting twice (the 4B-shape A/Bs: `data/results/step_attr_early_p*_ab_h200.json`)."""
+    import effqwen.gluon as G
+    import effqwen.engine as E
+    import effqwen.kernels as K
+    from effqwen.kernels import W4A16Linear
+    if G.gluon is None: pytest.skip(f'no Gluon: {G._GLUON_ERR}')
+    if not K.PDL: pytest.skip('programmatic dependent launch is off (EFFQWEN_PDL=0)')
+    m = tiny_qwen35(0, torch.bfloat16, initializer_range=0.2, hidden_size=256, intermediate_size=512, head_dim=64,
+                    linear_key_head_dim=64, linear_value_head_dim=64).cuda()
+    blk = torch.randint(0, 255, (16,), device='cuda', generator=torch.Generator('cuda').manual_seed(1))
+    runs = {}
+    for on in (False, True, False, True):
+        monkeypatch.setattr(G, 'GDC_EARLY', on)
+        eng = E.Engine(m, max_seq_len=192, convert=lambda l: W4A16Linear.from_float(l, group_size=128))
+        assert eng.use_fragment(True) >= 8
+        got = []
+        for pr in _prompts():
+            eng.prefill(pr); t = eng.decode_n_tokens(40).clone()
+            S = torch.stack([L.S.clone() for L in eng.layers if L.kind == 'linear_attention'])
+            eng.prefill(pr); got.append((t, S, eng.verify(blk).clone()))
+        runs.setdefault(on, []).append(got)
+    ref = runs[False][0]
+    for on, rs in runs.items():
+        for r, got in enumerate(rs):
+            for i, (a, b) in enumerate(zip(got, ref)):
+                assert all(torch.equal(u, v) for u, v in zip(a, b)), (on, r, i)
+
 @pytest.mark.parametrize('dtype', [torch.float32, torch.bfloat16])
 def test_round_graph_equals_pipelined_rounds(dtype, monkeypatch):
     """A pipelined round replayed as one recorded graph, and with its block and accept as two kernels (`ROUND_KERNELS`),

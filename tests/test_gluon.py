@@ -76,6 +76,22 @@ def test_fence_keeps_weight_loads_up_front_offline():
     assert order(True) == 0
     assert order(False) > 0
 
+@pytest.mark.skipif(not _offline_ok(), reason='needs triton.experimental.gluon and the wheel\'s ptxas / cuobjdump')
+def test_gdc_early_moves_only_the_trigger_offline():
+    """Compiled for sm_90 without a GPU under PDL: with EARLY (`GDC_EARLY`) the W4A16 (DEPTH 0, 1) and BCQ kernels let
+    the next kernel launch before their wait, without it after; both ways every weight word (cp.async or evict-first
+    load) is requested before the wait, and only x (the 16-byte plain loads) after it."""
+    import re
+    for fmt, depth, words in (('w4a16', 0, 10), ('w4a16', 1, 10), ('bcq', 0, 15)):
+        for early in (False, True):
+            ptx = G.compile_offline(fmt, 4, 8, 2560, DEPTH=depth, PDL=True, EARLY=early).asm['ptx']
+            assert ptx.count('griddepcontrol.wait') == 1 and ptx.count('griddepcontrol.launch_dependents') == 1
+            wait = ptx.index('griddepcontrol.wait')
+            assert (ptx.index('griddepcontrol.launch_dependents') < wait) == early, (fmt, depth, early)
+            word = r'cp\.async\.c[ag]\.shared|ld\.global\.L1::evict_first'
+            assert len(re.findall(word, ptx[:wait])) == words and not re.findall(word, ptx[wait:]), (fmt, depth, early)
+            assert len(re.findall(r'ld\.global\.v4\.b32', ptx[wait:])) == 20   # x: 5 groups × 2 k64 blocks × 2 loads
+
 def test_fragment_picks_only_for_their_gpu():
     doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best='wk2 d1'), dict(N=96, K=1024, M=16, best='wk4 d0'),
                                                     dict(N=64, K=512, M=1), dict(N=64, K=512, M=16, best='wk2 wm2 d0')])
