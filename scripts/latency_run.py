@@ -51,6 +51,7 @@ r['fragment_linears'] = E.fragment_default(torch.device('cuda'))   # the engine'
 import effqwen.gluon as G
 r['frag_sub136_max_m'] = G.SUB136   # W4A16 fragment launches of at most this many rows dequantize to code − 8, no correction mma (EFFQWEN_FRAG_SUB136)
 r['frag_sub136_plain_max_m'] = G.SUB136_PLAIN   # and plain products (no epilogue) of at most this many rows (EFFQWEN_FRAG_SUB136_PLAIN)
+r['gdc_early'] = G.GDC_EARLY   # under PDL the fragment kernels let the next kernel launch before their wait (EFFQWEN_GDC_EARLY, default on)
 r['embed_norm'] = E.EMBED_NORM   # decode / verify: the embedding rows gathered by the first norm kernel (EFFQWEN_EMBED_NORM, default on)
 r['pdl'] = K.PDL   # programmatic dependent launch of the W4A16 kernels and the small kernels before them (EFFQWEN_PDL)
 r['note'] = 'measured by scripts/latency_run.py (benchmark_latency, defaults: fused engine on CUDA, BF16 LM head); rendered by nbs/26_latency.ipynb'
