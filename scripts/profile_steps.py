@@ -634,7 +634,14 @@ def render_ab(paths: list|None = None):
             '`step_attr_embed_ab_h200.json` (session 43, the same cache, 4 rounds) the decode / verify steps with the embedding '
             'lookup as its own kernel (embed_off) or gathered by the first norm kernel (embed_on, `EMBED_NORM`); in '
             '`step_attr_dyn_p2048_ab_h200.json` / `step_attr_dyn_p8192_ab_h200.json` (session 43, the same cache, 4 rounds) the decode split-K '
-            'attention\'s chunks fixed at 256 positions (static) or sized by the live context (dyn, `ATTN_DYN_CHUNK`).\n\n'
+            'attention\'s chunks fixed at 256 positions (static) or sized by the live context (dyn, `ATTN_DYN_CHUNK`); in '
+            '`step_attr_early_p64_ab_h200.json` / `step_attr_early_p8192_ab_h200.json` (session 46, the same cache, 3 / 4 rounds, run '
+            'from 40908c9 with the option added, uncommitted then: `-dirty`) the Gluon fragment kernels letting the next kernel launch '
+            'after their programmatic-dependent-launch wait (base) or before it (early, `effqwen.gluon.GDC_EARLY`, now the default); in '
+            '`step_attr_early_knobs_p8192_ab_h200.json` (session 46, GDC_EARLY on, 3 rounds, the engine set up again per setting) three '
+            'options measured again with it: 4 decode steps per graph (chain4, `DECODE_CHAIN`), the add + RMSNorm split over the linears '
+            'around it (nsplit, `NORM_SPLIT`) and in the output / down projections\' epilogue (nepi, `NORM_EPILOGUE`); their tokens '
+            'differ (the norm options round differently); none is faster beyond noise (nsplit: decode within 1%, verify-16 7% slower).\n\n'
           + 'Each A/B is its own run (`run at`: its commit); decode / verify times differ between runs as the engine changed.\n\n'
           + '\n\n'.join(f"`{os.path.basename(p)}`: " + provenance_line(d) for p, d in zip(paths, docs)) + '\n')
     print(write_table('engine_step_ab', md, 'gpu')); print(md)
