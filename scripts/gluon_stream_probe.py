@@ -219,6 +219,20 @@ def sweep(out: str | None):
 PF_NAME = 'kernel_prefetch_probe_h200'
 LAYER = [(12352, 2560), (2560, 4096), (18432, 2560), (2560, 9216)]   # a Gated-DeltaNet layer's W4A16 products in decode order
 
+def _seq_cases():
+    """The chained-call cases of `prefetch` and `early`: each engine shape alone (CHAIN weight copies) and the 4B layer's
+    sequence four times, each at M = 1 and 16, as (seq, weights, x per K, outputs, the outputs of one call each outside a
+    graph, the result row to fill) on the GPU; a sequence's weights are dropped after its two row counts."""
+    import effqwen.gluon as G
+    for name, seq in ({f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}).items():
+        ws = [_w4_copy(N, K) for N, K in seq]
+        for M in (1, 16):
+            xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
+            ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
+            ref = [G.w4a16_fragment_matmul(xs[K], w, s) for (w, s), (N, K) in zip(ws, seq)]
+            yield seq, ws, xs, ys, ref, dict(seq=name, M=M, calls=len(seq), mb=sum(w.numel() * 4 + s.numel() * 2 for w, s in ws) / 1e6)
+        ws.clear(); torch.cuda.empty_cache()
+
 def prefetch(out: str | None):
     """The fragment kernel back to back under PDL (one CUDA graph, `_chain_us`), each call on its own weight copy, with
     and without requesting the next call's weights into L2 (`w4a16_fragment_matmul(prefetch=)`: pf1 after each CTA's
@@ -227,26 +241,19 @@ def prefetch(out: str | None):
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     torch.manual_seed(0); rows, t0 = [], time.time()
-    seqs = {f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}
     pdl_default = Kn.PDL; Kn.PDL = True
     try:
-        for name, seq in seqs.items():
-            ws = [_w4_copy(N, K) for N, K in seq]
-            for M in (1, 16):
-                xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
-                ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
-                ref = [G.w4a16_fragment_matmul(xs[K], w, s) for (w, s), (N, K) in zip(ws, seq)]
-                row = dict(seq=name, M=M, calls=len(seq), mb=sum(w.numel() * 4 + s.numel() * 2 for w, s in ws) / 1e6, us={})
-                for pf in (0, 1, 2):
-                    calls = [lambda i=i, pf=pf: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i], prefetch_at=pf or 1,
-                                                                        prefetch=ws[(i + 1) % len(ws)][0] if pf else None) for i in range(len(seq))]
-                    for c in calls: c()
-                    torch.cuda.synchronize()
-                    row[f'pf{pf}_equal'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
-                    row['us'][f'pf{pf}'] = _chain_us(calls)
-                row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}   # MB per call / µs = TB/s
-                rows.append(row); print(json.dumps(row), flush=True)
-            del ws; torch.cuda.empty_cache()
+        for seq, ws, xs, ys, ref, row in _seq_cases():
+            row['us'] = {}
+            for pf in (0, 1, 2):
+                calls = [lambda i=i, pf=pf: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i], prefetch_at=pf or 1,
+                                                                    prefetch=ws[(i + 1) % len(ws)][0] if pf else None) for i in range(len(seq))]
+                for c in calls: c()
+                torch.cuda.synchronize()
+                row[f'pf{pf}_equal'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
+                row['us'][f'pf{pf}'] = _chain_us(calls)
+            row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}   # MB per call / µs = TB/s
+            rows.append(row); print(json.dumps(row), flush=True)
     finally: Kn.PDL = pdl_default
     _write(PF_NAME, out, t0, rows=rows,
            note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
@@ -263,27 +270,20 @@ def early(out: str | None):
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     torch.manual_seed(0); rows, t0 = [], time.time()
-    seqs = {f'{N}x{K}': [(N, K)] * CHAIN for N, K in ENGINE_SHAPES} | {'layer x4': LAYER * 4}
     pdl_default, early_default = Kn.PDL, G.GDC_EARLY; Kn.PDL = True
     rounds = int(os.environ.get('ROUNDS', 3))
     try:
-        for name, seq in seqs.items():
-            ws = [_w4_copy(N, K) for N, K in seq]
-            for M in (1, 16):
-                xs = {K: torch.randn(M, K, device='cuda').to(torch.bfloat16) for _, K in seq}
-                ys = [torch.empty(M, N, device='cuda', dtype=torch.bfloat16) for N, _ in seq]
-                ref = [G.w4a16_fragment_matmul(xs[K], w, s) for (w, s), (N, K) in zip(ws, seq)]
-                row = dict(seq=name, M=M, calls=len(seq), mb=sum(w.numel() * 4 + s.numel() * 2 for w, s in ws) / 1e6, runs={'off': [], 'on': []})
-                calls = [lambda i=i: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i]) for i in range(len(seq))]
-                for _ in range(rounds):
-                    for e in (False, True):
-                        G.GDC_EARLY = e
-                        row['runs']['on' if e else 'off'].append(_chain_us(calls))
-                        row[f'equal_{"on" if e else "off"}'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
-                row['us'] = {k: sorted(v)[len(v) // 2] for k, v in row['runs'].items()}
-                row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}
-                rows.append(row); print(json.dumps(row), flush=True)
-            del ws; torch.cuda.empty_cache()
+        for seq, ws, xs, ys, ref, row in _seq_cases():
+            row['runs'] = {'off': [], 'on': []}
+            calls = [lambda i=i: G.w4a16_fragment_matmul(xs[seq[i][1]], ws[i][0], ws[i][1], out=ys[i]) for i in range(len(seq))]
+            for _ in range(rounds):
+                for e in (False, True):
+                    G.GDC_EARLY = e
+                    row['runs']['on' if e else 'off'].append(_chain_us(calls))
+                    row[f'equal_{"on" if e else "off"}'] = all(torch.equal(y, r) for y, r in zip(ys, ref))
+            row['us'] = {k: sorted(v)[len(v) // 2] for k, v in row['runs'].items()}
+            row['tb_s'] = {k: row['mb'] / row['calls'] / v for k, v in row['us'].items()}
+            rows.append(row); print(json.dumps(row), flush=True)
     finally: Kn.PDL, G.GDC_EARLY = pdl_default, early_default
     _write(EARLY_NAME, out, t0, rows=rows, rounds=rounds,
            note='µs per call of the Gluon W4A16 fragment kernel (its engine config), calls on distinct weight copies back to back '
