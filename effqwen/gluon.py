@@ -618,8 +618,8 @@ def _launch_opts(x)->dict:
     this one still waits, so more than one kernel's weight reads can be in flight. On the H200 (4B shape, BF16 head,
     `profile_steps.py --only attr_ab`, same tokens) it takes the decode step from 1.684 to 1.615 ms at 8192 tokens and
     from 1.535 to 1.491 at 64, verify-16 from 3.09 to 2.92 ms at 8192 (`step_attr_early_p8192_ab_h200.json`,
-    `step_attr_early_p64_ab_h200.json`); W4A16 products alone back to back change by −2% to +3% a call
-    (`kernel_early_trigger_probe_h200.json`): the gain is in the engine's mixed chain, not in a chain of products."""
+    `step_attr_early_p64_ab_h200.json`); W4A16 products alone back to back change by −1% to +3% a call, slower at
+    M = 1 (`kernel_early_trigger_probe_h200.json`): the gain is in the engine's mixed chain, not in a chain of products."""
     return dict(EVICT=EVICT) | (dict(PDL=True, launch_pdl=True, EARLY=GDC_EARLY) if pdl_on(x.device) else {})
 
 _FRAG_TUNED: dict = {}   # (M ≤ 8, N, K) -> (WK, WM, DEPTH) picked by a sweep on this GPU model (`load_fragment_picks`)
