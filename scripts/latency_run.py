@@ -28,7 +28,8 @@ tr = json.loads((pathlib.Path('data/results/drafter_training_gpu.json')).read_te
 frac = tr['sizes']['draft_vocab'] / tr['drafter']['vocab_size'] if tr['sizes'].get('draft_vocab') else None
 dv = round(frac * QWEN35_SHAPES['qwen3.5-4b']['vocab_size']) if frac else None
 r = benchmark_latency(deadline_s=float(sys.argv[1]), checkpoint=ck, progress=lambda s: print(s, flush=True), draft_vocab=dv,
-                      hf_decode_tokens=32,   # HF eager decoding is host-bound and noisy: 31 timed steps per setting
+                      hf_decode_tokens=32,   # HF eager decoding is host-bound and noisy: 31 timed steps per run,
+                      hf_decode_repeats=3,   # the median of 3 runs per setting
                       drafter_plain=os.environ.get('DRAFTER_PLAIN', '1') == '1',   # DRAFTER_PLAIN=0: no unfused-step A/B
                       # the W4A16 engine's verify at fewer rows than the drafter's block (A2's '+ verify 8' row; VERIFY_WIDTHS= for none)
                       verify_widths=tuple(int(w) for w in os.environ.get('VERIFY_WIDTHS', '8').split(',') if w))
