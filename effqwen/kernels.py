@@ -9,11 +9,11 @@ __all__ = ['log', 'PDL', 'QWEN35_SHAPES', 'HBM_TBS', 'BF16_TFLOPS', 'pack_int4',
            'pdl_on', 'KernelConfig', 'check_w4a16', 'check_bcq', 'w4a16_dequantize_triton', 'bcq_dequantize_triton',
            'w4a16_matmul', 'swiglu_ref', 'w4a16_swiglu_matmul', 'bcq_matmul', 'w4a16_mm', 'w4a16_swiglu_mm', 'bcq_mm',
            'W4A16Linear', 'BCQLinear', 'replace_linears', 'w8a16_quantize', 'check_w8a16', 'w8a16_mm_ref',
-           'w8a16_matmul', 'w8a16_mm', 'W8A16Linear', 'kernel_linears', 'tune', 'tuned_rows', 'load_tuned',
+           'w8a16_matmul', 'w8a16_mm', 'W8A16Linear', 'kernel_linears', 'no_pdl', 'tune', 'tuned_rows', 'load_tuned',
            'benchmark_tuned_rows', 'weight_bytes', 'measure_copy_tbs', 'benchmark_linears']
 
 # %% ../nbs/15_kernels.ipynb #6d684f29
-import json, logging, math, os, time
+import contextlib, json, logging, math, os, time
 from pathlib import Path
 from dataclasses import dataclass, asdict, replace
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -1546,9 +1546,15 @@ def _bench(fn, reps:int=5, n:int=10, flush:str='memset')->float:
     the weight always comes from HBM. `flush='memset'` zeroes a 256 MB buffer (the L2, 60 MB, is then full of *dirty*
     lines, which the timed call's reads must first write back); `flush='read'` sums it instead, leaving the L2 full of
     clean lines — closer to a decode step, where the previous kernels mostly read other layers' weights."""
+    with no_pdl():   # the kernel alone: programmatic dependent launch would overlap it with the flush before it
+        return _bench_graphs(fn, reps, n, flush)
+
+@contextlib.contextmanager
+def no_pdl():
+    "Launches inside run without programmatic dependent launch (`pdl_on` is False), as `_bench` times them."
     global PDL
-    own, PDL = PDL, False   # the kernel alone: programmatic dependent launch would overlap it with the flush before it
-    try: return _bench_graphs(fn, reps, n, flush)
+    own, PDL = PDL, False
+    try: yield
     finally: PDL = own
 
 def _bench_graphs(fn, reps:int, n:int, flush:str)->float:
@@ -1758,11 +1764,13 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
             fns = {'bf16': lambda: F.linear(x, wbf), 'w4a16': lambda: w4a16_matmul(x, w4k, s4, kernel_layout=True)}
             if tg is not None: fns['tinygemm'] = lambda: torch.ops.aten._weight_int4pack_mm(x, tg[0], group, tg[1])
             for q in planes: fns[f'bcq{q}'] = (lambda q=q: bcq_matmul(x, *bcq[q], kernel_layout=True))
-            errs = {}
+            errs, cfgs = {}, {}
             if M <= 16:
                 for method, (mm, fw, ref, w, s) in frag.items():
-                    try: errs[method] = rel_error(mm(x, fw, s), ref(x, w, s, kernel_layout=True))
+                    try:
+                        with no_pdl(): errs[method] = rel_error(mm(x, fw, s), ref(x, w, s, kernel_layout=True))   # the launch `_bench` times
                     except Exception as e: say(f'{method} failed at {N}x{K} M={M}: {e}'); continue
+                    cfgs[method] = G.launch_name('w4a16' if method == 'w4a16_frag' else 'bcq', M, N, K, x.device, pdl=False)
                     fns[method] = (lambda mm=mm, fw=fw, s=s: mm(x, fw, s))
             timers = [('', 'memset')] + ([('@cleanL2', 'read')] if any(n.split('/')[1] in clean_l2 for n in names) else [])
             for suffix, flush in timers:
@@ -1773,7 +1781,7 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
                     floor = max(byts / (HBM_TBS * 1e12), 2 * M * N * K / (BF16_TFLOPS * 1e12)) * 1e6
                     rows.append(dict(shape=names[0], also=names[1:], N=N, K=K, M=M, method=method + suffix, us=us, bytes=byts,
                                      gbps=byts / us / 1e3, frac_hbm=byts / (HBM_TBS * 1e12) * 1e6 / us, frac_roofline=floor / us,
-                                     tflops=2 * M * N * K / us / 1e6, **({'rel_err': errs[method]} if method in errs else {})))
+                                     tflops=2 * M * N * K / us / 1e6, **({'rel_err': errs[method]} if method in errs else {}), **({'config': cfgs[method]} if method in cfgs else {})))
             say(f'{N}x{K} M={M}: ' + ' '.join(f"{r['method']} {r['us']:.1f}" for r in rows if r['N'] == N and r['K'] == K and r['M'] == M))
         if tg is not None:   # is tinygemm computing the same product as our kernels?
             x = torch.randn(1, K, device=dev, dtype=dt)

@@ -29,10 +29,13 @@ three ways in one run:
                                                        # plain kernel at M = 16 per shape, SUB136 off and on
     python scripts/gluon_stream_probe.py compute-sub136-small [--out DIR]   # GPU -> data/results/kernel_compute_probe_h200_m2_8.json:
                                                        # the plain kernel at M = 2, 4, 8 per shape, SUB136 off and on
+    python scripts/gluon_stream_probe.py alone [--out DIR]   # GPU -> data/results/kernel_alone_sweep_h200.json: M = 1 alone (no PDL,
+                                                       # L2 flushed) at every benchmarked shape, every config x FENCE: the picks
+                                                       # for launches outside the engine's graphs (effqwen.gluon.load_alone_picks)
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md, kernel_split_probe.md, ...
 """
 import argparse, itertools, json, os, time, traceback
-import torch
+import torch, triton
 
 SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16), (2560, 9216, 16)]   # (N, K, M)
 RUN_SPLIT = {(2560, 9216, 1): [(4, 1, 6)], (2560, 9216, 16): [(4, 1, 3)]}   # (WK, DEPTH, S): the split probe's fastest alone
@@ -569,7 +572,127 @@ def split(out: str | None):
                 'product of the same codes; again_equal: a second call gives the same output; best_<timing>: fastest with '
                 'again_equal and rel_err within 5% of the smallest (the split changes only the summation order)')
 
+ALONE = 'kernel_alone_sweep_h200'
+ALONE_ROUNDS = int(os.environ.get('ALONE_ROUNDS', '3'))   # interleaved rounds of the finalists
+
+def _alone_shapes() -> list:
+    "(N, K) of every Qwen3.5-4B / 9B linear that `benchmark_linears` times (env ALONE_SHAPES='NxK,...': those)."
+    from effqwen.kernels import QWEN35_SHAPES
+    if os.environ.get('ALONE_SHAPES'): return [tuple(int(v) for v in t.split('x')) for t in os.environ['ALONE_SHAPES'].split(',')]
+    return list(dict.fromkeys(nk for m in ('Qwen3.5-4B', 'Qwen3.5-9B') for nk in QWEN35_SHAPES[m].values()))
+
+def alone(out: str | None):
+    """The W4A16 fragment kernel at M = 1 alone, as issue 7's targets time it (`effqwen.kernels._bench`: no PDL, L2
+    flushed by a memset; also by a read), at every linear shape the kernel benchmark times: every (WK, WM, DEPTH 0 / 1) x
+    FENCE once, then the three fastest and the config a launch took before this sweep existed (`rule`: the engine's picks
+    or `fragment_config`'s rule, and `_use_fence`) in ALONE_ROUNDS interleaved rounds, beside a plain read of the same
+    words, tinygemm int4 and cuBLAS BF16 (not for the LM heads); best_alone = the finalist with the lowest median under the
+    memset flush: the pick `effqwen.gluon.load_alone_picks` takes. Variants: 'wk<WK> [wm<WM> ]d<D>[ nofence]'."""
+    os.environ['EFFQWEN_FRAG_ALONE'] = '0'   # the launches this sweep replaces, not its own earlier picks
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    G._FRAG_ALONE.clear()
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    fe0 = G.FENCE
+    read_words = _read_kernel()
+    def name_of(WK, WM, D, fe): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence')
+    try:
+        for N, K in _alone_shapes():
+            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
+            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+            words = G.w4_to_fragment(wp)
+            x = torch.randn(1, K, device='cuda').to(torch.bfloat16)
+            ref = Kn.w4a16_mm_ref(x, wp, s).float()
+            y = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
+            G.FENCE = fe0
+            rc = G.fragment_config('w4a16', 1, N, K, x.device, pdl=False)
+            rule = (*rc, G._use_fence(1, rc[2]))
+            row = dict(N=N, K=K, M=1, weight_bytes=N * K // 2 + 2 * N * (K // 128), rule=name_of(*rule), rel_err={}, once={}, rounds={})
+            def call(v):
+                WK, WM, D, fe = v
+                G.FENCE = fe
+                return G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y, split=1)
+            def check(v):
+                try:
+                    with Kn.no_pdl(): call(v)
+                    torch.cuda.synchronize()
+                except Exception: print(name_of(*v), traceback.format_exc()[-400:], flush=True); return False
+                e = row['rel_err'][name_of(*v)] = float((y.float() - ref).abs().mean() / ref.abs().mean())
+                return e < 1e-3
+            cands = [(WK, WM, D, fe) for WK, WM, D in itertools.product((2, 4, 8), (1, 2), (0, 1)) for fe in (True, False)
+                     if not (K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K * WM > G._SMEM_MAX) or (D == 1 and K // WK > 2304))]
+            for v in cands:
+                if check(v): row['once'][name_of(*v)] = Kn._bench(lambda v=v: call(v), 5, flush='memset')
+            best = sorted((v for v in cands if name_of(*v) in row['once']), key=lambda v: row['once'][name_of(*v)])[:3]
+            fins = [v for v in dict.fromkeys(best + [rule]) if name_of(*v) in row['rel_err'] or check(v)]
+            others = {}
+            if N < 100_000:
+                wb = Kn.w4a16_dequantize(wp, s, dtype=torch.bfloat16)
+                tg = Kn._tinygemm(wp, s, 128)
+                nw = words.numel(); BLOCK, ITERS = 1024, 4; grid = (triton.cdiv(nw, BLOCK * ITERS),)
+                part = torch.empty(grid[0], dtype=torch.int32, device='cuda')
+                others = {'stream read (same bytes)': lambda: read_words[grid](words, part, nw, BLOCK=BLOCK, ITERS=ITERS, num_warps=4),
+                          'tinygemm int4': lambda: torch.ops.aten._weight_int4pack_mm(x, tg[0], 128, tg[1]),
+                          'cublas bf16': lambda: x @ wb.T}
+            for r in range(ALONE_ROUNDS):
+                for nm, fn in [(name_of(*v), lambda v=v: call(v)) for v in fins] + list(others.items()):
+                    for fl in ('memset', 'read'):
+                        row['rounds'].setdefault(nm, {}).setdefault(fl, []).append(Kn._bench(fn, 5, flush=fl))
+            row['median'] = {nm: {fl: sorted(v)[len(v) // 2] for fl, v in d.items()} for nm, d in row['rounds'].items()}
+            row['best_alone'] = min((name_of(*v) for v in fins), key=lambda nm: row['median'][nm]['memset'])
+            rows.append(row)
+            print(N, K, 'rule', row['rule'], 'best', row['best_alone'], {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
+            others.clear(); del words, wp; torch.cuda.empty_cache()
+    finally: G.FENCE = fe0
+    _write(ALONE, out, t0, rows=rows, rounds=ALONE_ROUNDS, sub136_max_m=int(G.SUB136),
+           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL): once = every (WK, WM, DEPTH 0 / 1) x FENCE once with the '
+                'memset flush; rounds / median = the three fastest, the config a launch took before this sweep (rule: the engine\'s '
+                'picks or fragment_config\'s rule, with _use_fence), a plain Triton read of the same words, tinygemm int4 and cuBLAS '
+                'BF16 (not for the LM heads), in interleaved rounds with the memset and the read flush; best_alone = the finalist '
+                'with the lowest memset median (effqwen.gluon.load_alone_picks); rel_err = Marlin\'s mean |y - ref| / mean |ref|')
+
+FENCE_AT_NAME = 'kernel_fence_at_probe_h200'
+
+def fence_at(out: str | None):
+    """DEPTH 1 alone (no PDL, memset / read flush) with all weight loads ahead of the fence (FENCE), none (nofence: ptxas
+    places each next to its first use) or only the first F groups' (`effqwen.gluon.FENCE_AT`), at the shapes where the
+    alone sweep picked nofence; ALONE_ROUNDS interleaved rounds, median per variant."""
+    os.environ['EFFQWEN_FRAG_ALONE'] = '0'
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    torch.manual_seed(0); rows, t0 = [], time.time()
+    fe0, fa0 = G.FENCE, G.FENCE_AT
+    try:
+        for N, K, WK in ((9216, 2560, 4), (8192, 2560, 4), (12288, 4096, 4)):
+            NG = K // WK // 128
+            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
+            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
+            words = G.w4_to_fragment(wp)
+            x = torch.randn(1, K, device='cuda').to(torch.bfloat16)
+            ref = Kn.w4a16_mm_ref(x, wp, s).float()
+            y = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
+            variants = {'fence': (True, 0), 'nofence': (False, 0)} | {f'fence_at {f}': (False, f) for f in range(1, NG)}
+            row = dict(N=N, K=K, M=1, config=f'wk{WK} d1', groups_per_warp=NG, rel_err={}, rounds={})
+            def call(v):
+                G.FENCE, G.FENCE_AT = v
+                return G.w4a16_fragment_matmul(x, words, s, (WK, 1, 1), out=y, split=1)
+            for nm, v in variants.items():
+                with Kn.no_pdl(): call(v)
+                torch.cuda.synchronize()
+                row['rel_err'][nm] = float((y.float() - ref).abs().mean() / ref.abs().mean())
+            for r in range(ALONE_ROUNDS):
+                for nm, v in variants.items():
+                    for fl in ('memset', 'read'):
+                        row['rounds'].setdefault(nm, {}).setdefault(fl, []).append(Kn._bench(lambda v=v: call(v), 5, flush=fl))
+            row['median'] = {nm: {fl: sorted(v)[len(v) // 2] for fl, v in d.items()} for nm, d in row['rounds'].items()}
+            rows.append(row)
+            print(N, K, {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
+    finally: G.FENCE, G.FENCE_AT = fe0, fa0
+    _write(FENCE_AT_NAME, out, t0, rows=rows, rounds=ALONE_ROUNDS,
+           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL), DEPTH 1: fence = every weight load ahead of the fence, nofence = '
+                'none (ptxas places them), fence_at F = the first F groups\' loads ahead of it (effqwen.gluon.FENCE_AT); median of the rounds')
+
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'fence-at', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'fence-at': lambda: fence_at(a.out), 'render': render}[a.stage]()
