@@ -651,48 +651,8 @@ def alone(out: str | None):
                 'BF16 (not for the LM heads), in interleaved rounds with the memset and the read flush; best_alone = the finalist '
                 'with the lowest memset median (effqwen.gluon.load_alone_picks); rel_err = Marlin\'s mean |y - ref| / mean |ref|')
 
-FENCE_AT_NAME = 'kernel_fence_at_probe_h200'
-
-def fence_at(out: str | None):
-    """DEPTH 1 alone (no PDL, memset / read flush) with all weight loads ahead of the fence (FENCE), none (nofence: ptxas
-    places each next to its first use) or only the first F groups' (`effqwen.gluon.FENCE_AT`), at the shapes where the
-    alone sweep picked nofence; ALONE_ROUNDS interleaved rounds, median per variant."""
-    os.environ['EFFQWEN_FRAG_ALONE'] = '0'
-    import effqwen.gluon as G
-    from effqwen import kernels as Kn
-    torch.manual_seed(0); rows, t0 = [], time.time()
-    fe0, fa0 = G.FENCE, G.FENCE_AT
-    try:
-        for N, K, WK in ((9216, 2560, 4), (8192, 2560, 4), (12288, 4096, 4)):
-            NG = K // WK // 128
-            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
-            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
-            words = G.w4_to_fragment(wp)
-            x = torch.randn(1, K, device='cuda').to(torch.bfloat16)
-            ref = Kn.w4a16_mm_ref(x, wp, s).float()
-            y = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
-            variants = {'fence': (True, 0), 'nofence': (False, 0)} | {f'fence_at {f}': (False, f) for f in range(1, NG)}
-            row = dict(N=N, K=K, M=1, config=f'wk{WK} d1', groups_per_warp=NG, rel_err={}, rounds={})
-            def call(v):
-                G.FENCE, G.FENCE_AT = v
-                return G.w4a16_fragment_matmul(x, words, s, (WK, 1, 1), out=y, split=1)
-            for nm, v in variants.items():
-                with Kn.no_pdl(): call(v)
-                torch.cuda.synchronize()
-                row['rel_err'][nm] = float((y.float() - ref).abs().mean() / ref.abs().mean())
-            for r in range(ALONE_ROUNDS):
-                for nm, v in variants.items():
-                    for fl in ('memset', 'read'):
-                        row['rounds'].setdefault(nm, {}).setdefault(fl, []).append(Kn._bench(lambda v=v: call(v), 5, flush=fl))
-            row['median'] = {nm: {fl: sorted(v)[len(v) // 2] for fl, v in d.items()} for nm, d in row['rounds'].items()}
-            rows.append(row)
-            print(N, K, {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
-    finally: G.FENCE, G.FENCE_AT = fe0, fa0
-    _write(FENCE_AT_NAME, out, t0, rows=rows, rounds=ALONE_ROUNDS,
-           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL), DEPTH 1: fence = every weight load ahead of the fence, nofence = '
-                'none (ptxas places them), fence_at F = the first F groups\' loads ahead of it (effqwen.gluon.FENCE_AT); median of the rounds')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'fence-at', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'fence-at': lambda: fence_at(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'render': render}[a.stage]()

@@ -103,6 +103,18 @@ def test_fragment_picks_only_for_their_gpu():
         with pytest.raises(ValueError, match='not'): G.load_fragment_picks(dict(provenance=dict(device='GPU A'), rows=[dict(N=1, K=1, M=1, best='w4')]), 'GPU A')
     finally: G._FRAG_TUNED.clear()
 
+def test_alone_picks_only_for_launches_without_pdl():
+    doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best_alone='wk2 d1 nofence'), dict(N=64, K=512, M=1, best_alone='wk4 wm2 d0')])
+    try:
+        assert G.load_alone_picks(doc, 'GPU B') == 0 and not G._FRAG_ALONE
+        assert G.load_alone_picks(doc, 'GPU A') == 2
+        assert G._FRAG_ALONE == {(True, 96, 1024): (2, 1, 1, False), (True, 64, 512): (4, 2, 0, True)}
+        assert G._fence_for(1, 96, 1024, (2, 1, 1), pdl=False) is False and G._fence_for(1, 64, 512, (4, 2, 0), pdl=False) is True
+        assert G._fence_for(1, 96, 1024, (2, 1, 1), pdl=True) == G._use_fence(1, 1)   # under PDL the rule, as before
+        assert G.fragment_config('w4a16', 1, 96, 1024, pdl=False) == G.fragment_config('w4a16', 1, 96, 1024)   # no device: the rule
+        with pytest.raises(ValueError, match='alone sweep pick'): G.load_alone_picks(dict(provenance=dict(device='GPU A'), rows=[dict(N=1, K=1, M=1, best_alone='w4 nofence')]), 'GPU A')
+    finally: G._FRAG_ALONE.clear()
+
 def test_modules_reference_path_on_cpu():
     torch.manual_seed(0)
     for m in (K.W4A16Linear.from_float(torch.nn.Linear(256, 32)), K.BCQLinear(256, 32, planes=2, group_size=64)):
@@ -353,6 +365,24 @@ def test_w4_prefetch_changes_nothing_but_the_cache():
         for at in (1, 2): assert torch.equal(G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=at), y)
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt.float())
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=3)
+
+@gpu
+def test_w4_alone_pick_launch_matches_reference():
+    "A launch without PDL at an alone pick (here DEPTH 1 without the fence) takes the pick, and passes Marlin's error test."
+    N, Kd = 96, 1024
+    wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
+    s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
+    x = torch.randn(1, Kd, device='cuda').to(torch.bfloat16)
+    ref = K.w4a16_mm_ref(x, wp, s).float()
+    G.fragment_config('w4a16', 1, N, Kd, x.device)   # the autoload of the committed picks happens once, before the test's own
+    own = dict(G._FRAG_ALONE)
+    try:
+        G._FRAG_ALONE[(True, N, Kd)] = (2, 1, 1, False)
+        with K.no_pdl():
+            assert G.launch_name('w4a16', 1, N, Kd, x.device, pdl=False) == 'wk2 d1 nofence'
+            y = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s)
+        check_marlin(y, ref, 1e-3)
+    finally: G._FRAG_ALONE.clear(); G._FRAG_ALONE.update(own)
 
 @gpu
 def test_modules_on_gpu_match_library_path():
