@@ -9,6 +9,8 @@ other half of its time (warps resident, instructions per warp, stall reasons per
     python scripts/kernel_ncu_probe.py [--out DIR]   # GPU with ncu on PATH -> data/results/kernel_ncu_probe_h200.json
     python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
     python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_h200_attn.json
+    python scripts/kernel_ncu_probe.py source --out DIR   # per-SASS-instruction warp sampling of the 4B gate product at M = 1
+                                                      # alone (raw ncu pages under DIR/ncu_source/)
     python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md (both results)
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, time
@@ -79,6 +81,43 @@ def target_attn():
     torch.cuda.synchronize()
     print('LABELS ' + json.dumps(labels), flush=True)
 
+SOURCE_RUNS = [('wk4 d1 nofence', (4, 1, 1), False), ('wk4 d1 fence', (4, 1, 1), True), ('wk4 d0 fence', (4, 1, 0), True)]   # 9216 x 2560, M = 1, alone
+
+def target_source():
+    "The 4B gate product at M = 1 alone (no PDL) at SOURCE_RUNS' configs, for `source`; labels as in `target`."
+    import effqwen.gluon as G
+    from effqwen import kernels as Kn
+    from gluon_stream_probe import _w4_copy
+    torch.manual_seed(0)
+    w, s = _w4_copy(9216, 2560)
+    x, y = torch.randn(1, 2560, device='cuda').to(torch.bfloat16), torch.empty(1, 9216, device='cuda', dtype=torch.bfloat16)
+    def call(cfg, fence):
+        G.FENCE = fence
+        with Kn.no_pdl(): G.w4a16_fragment_matmul(x, w, s, cfg, out=y, split=1)
+    for _, cfg, fe in SOURCE_RUNS: call(cfg, fe)   # compile
+    torch.cuda.synchronize()
+    for _, cfg, fe in SOURCE_RUNS: call(cfg, fe)
+    torch.cuda.synchronize()
+    print('LABELS ' + json.dumps([l for l, _, _ in SOURCE_RUNS]), flush=True)
+
+def source(out: str):
+    """Warp-state sampling per SASS instruction (Nsight Compute's SourceCounters) of the 4B gate product at M = 1 alone:
+    where the warps wait. Writes the raw report pages to OUT/ncu_source/ (sass_<i>.csv per launch, details.txt)."""
+    ncu = shutil.which('ncu') or '/usr/local/cuda/bin/ncu'
+    d = Path(out)/'ncu_source'; d.mkdir(parents=True, exist_ok=True)
+    rep = d/'w4'
+    p = subprocess.run([ncu, '--cache-control', 'all', '--clock-control', 'none', '--kernel-name', 'regex:w4_fragment_kernel', '--launch-skip', str(len(SOURCE_RUNS)),
+                        '--section', 'SourceCounters', '--section', 'WarpStateStats', '--section', 'SpeedOfLight', '--section', 'LaunchStats',
+                        '--import-source', 'no', '-f', '-o', str(rep), sys.executable, __file__, 'target-source'], capture_output=True, text=True, timeout=400)
+    (d/'profile_log.txt').write_text(p.stdout[-20000:] + '\n---\n' + p.stderr[-20000:])
+    q = subprocess.run([ncu, '-i', str(rep) + '.ncu-rep', '--page', 'details', '--print-details', 'all'], capture_output=True, text=True)
+    (d/'details.txt').write_text(q.stdout + q.stderr[-3000:])
+    for i in range(len(SOURCE_RUNS)):
+        q = subprocess.run([ncu, '-i', str(rep) + '.ncu-rep', '--page', 'source', '--csv', '--print-source', 'sass', '--launch-skip', str(i), '--launch-count', '1'],
+                           capture_output=True, text=True)
+        (d/f'sass_{i}.csv').write_text(q.stdout + ('\n#stderr ' + q.stderr[-3000:] if q.returncode else ''))
+    print(p.returncode, sorted(x.name for x in d.iterdir()), flush=True)
+
 def run(out: str | None, stage: str = 'target'):
     from effqwen.core import write_result
     ncu = shutil.which('ncu') or '/usr/local/cuda/bin/ncu'
@@ -127,6 +166,6 @@ def render():
     print(write_table('kernel_ncu_probe', '\n'.join(lines).rstrip(), json.loads(Path(f'data/results/{NAME}.json').read_text())['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'source', 'target-source', 'render']); ap.add_argument('--out')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'attn': lambda: run(a.out, 'target_attn'), 'target': target, 'target_attn': target_attn, 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'attn': lambda: run(a.out, 'target_attn'), 'target': target, 'target_attn': target_attn, 'source': lambda: source(a.out), 'target-source': target_source, 'render': render}[a.stage]()
