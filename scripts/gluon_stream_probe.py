@@ -656,48 +656,8 @@ def alone(out: str | None):
                 'with the lowest memset median (effqwen.gluon.load_alone_picks); rel_err = Marlin\'s mean |y - ref| / mean |ref|')
 
 
-SFIRST_NAME = 'kernel_scales_first_probe_h200'
-
-def scales_first(out: str | None):
-    """DEPTH 1 alone (no PDL, memset / read flush) at the shapes whose alone pick runs without the fence: the pick as it is
-    (ptxas places every load, the scales late), with its scales ahead of a fence and the words placed by ptxas
-    (`effqwen.gluon.SCALES_FIRST`), and with the fence; ALONE_ROUNDS interleaved rounds, median per variant."""
-    os.environ['EFFQWEN_FRAG_ALONE'] = '0'
-    import effqwen.gluon as G
-    from effqwen import kernels as Kn
-    torch.manual_seed(0); rows, t0 = [], time.time()
-    fe0, sf0 = G.FENCE, G.SCALES_FIRST
-    try:
-        for N, K, WK in ((9216, 2560, 4), (8192, 2560, 4), (12288, 4096, 4), (4096, 12288, 8)):
-            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
-            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
-            words = G.w4_to_fragment(wp)
-            x = torch.randn(1, K, device='cuda').to(torch.bfloat16)
-            ref = Kn.w4a16_mm_ref(x, wp, s).float()
-            y = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
-            variants = {'fence': (True, 0), 'nofence': (False, 0), 'nofence scales first': (False, 1), 'nofence no scales (time only)': (False, 2)}
-            row = dict(N=N, K=K, M=1, config=f'wk{WK} d1', rel_err={}, rounds={})
-            def call(v):
-                G.FENCE, G.SCALES_FIRST = v
-                return G.w4a16_fragment_matmul(x, words, s, (WK, 1, 1), out=y, split=1)
-            for nm, v in variants.items():
-                with Kn.no_pdl(): call(v)
-                torch.cuda.synchronize()
-                row['rel_err'][nm] = float((y.float() - ref).abs().mean() / ref.abs().mean())
-            for r in range(ALONE_ROUNDS):
-                for nm, v in variants.items():
-                    for fl in ('memset', 'read'):
-                        row['rounds'].setdefault(nm, {}).setdefault(fl, []).append(Kn._bench(lambda v=v: call(v), 5, flush=fl))
-            row['median'] = {nm: {fl: sorted(v)[len(v) // 2] for fl, v in d.items()} for nm, d in row['rounds'].items()}
-            rows.append(row)
-            print(N, K, {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
-    finally: G.FENCE, G.SCALES_FIRST = fe0, sf0
-    _write(SFIRST_NAME, out, t0, rows=rows, rounds=ALONE_ROUNDS,
-           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL), DEPTH 1: fence = every weight and scale load ahead of the fence; '
-                'nofence = none (ptxas places them: the scales late); nofence scales first = the scales ahead of a fence, the words placed by '
-                'ptxas (effqwen.gluon.SCALES_FIRST = 1); no scales = the kernel without its scale loads (SCALES_FIRST = 2; wrong products, time only); median of the rounds')
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'scales-first', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'scales-first': lambda: scales_first(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'render': render}[a.stage]()
