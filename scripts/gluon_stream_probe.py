@@ -655,52 +655,7 @@ def alone(out: str | None):
                 'BF16 (not for the LM heads), in interleaved rounds with the memset and the read flush; best_alone = the finalist '
                 'with the lowest memset median (effqwen.gluon.load_alone_picks); rel_err = Marlin\'s mean |y - ref| / mean |ref|')
 
-
-
-BPF_NAME = 'kernel_bulk_prefetch_probe_h200'
-
-def bulk_prefetch(out: str | None):
-    """M = 1 alone (no PDL, memset / read flush): configs with and without each CTA first requesting its own weight words
-    and scales into L2 with one bulk prefetch each (`effqwen.gluon.BULK_PREFETCH`, cp.async.bulk.prefetch.L2), the words
-    then loaded as the config loads them; ALONE_ROUNDS interleaved rounds, median per variant."""
-    os.environ['EFFQWEN_FRAG_ALONE'] = '0'
-    import effqwen.gluon as G
-    from effqwen import kernels as Kn
-    torch.manual_seed(0); rows, t0 = [], time.time()
-    fe0, bp0 = G.FENCE, G.BULK_PREFETCH
-    try:
-        for N, K, cfgs in ((9216, 2560, [(4, 1, 1, False), (4, 1, 1, True), (4, 1, 0, True)]), (8192, 2560, [(4, 1, 1, False), (4, 1, 0, True)]),
-                           (12288, 4096, [(4, 1, 1, False), (4, 1, 1, True)]), (2560, 9216, [(8, 2, 1, True), (8, 1, 0, True)])):
-            wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
-            s = (torch.rand(N, K // 128, device='cuda') * 0.02 + 0.005).to(torch.bfloat16)
-            words = G.w4_to_fragment(wp)
-            x = torch.randn(1, K, device='cuda').to(torch.bfloat16)
-            ref = Kn.w4a16_mm_ref(x, wp, s).float()
-            y = torch.empty(1, N, device='cuda', dtype=torch.bfloat16)
-            variants = {f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (' bpf' if bp else ''): (WK, WM, D, fe, bp)
-                        for WK, WM, D, fe in cfgs for bp in (False, True)}
-            row = dict(N=N, K=K, M=1, rel_err={}, rounds={})
-            def call(v):
-                WK, WM, D, G.FENCE, G.BULK_PREFETCH = v
-                return G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y, split=1)
-            for nm, v in variants.items():
-                with Kn.no_pdl(): call(v)
-                torch.cuda.synchronize()
-                row['rel_err'][nm] = float((y.float() - ref).abs().mean() / ref.abs().mean())
-            for r in range(ALONE_ROUNDS):
-                for nm, v in variants.items():
-                    for fl in ('memset', 'read'):
-                        row['rounds'].setdefault(nm, {}).setdefault(fl, []).append(Kn._bench(lambda v=v: call(v), 5, flush=fl))
-            row['median'] = {nm: {fl: sorted(v)[len(v) // 2] for fl, v in d.items()} for nm, d in row['rounds'].items()}
-            rows.append(row)
-            print(N, K, {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
-    finally: G.FENCE, G.BULK_PREFETCH = fe0, bp0
-    _write(BPF_NAME, out, t0, rows=rows, rounds=ALONE_ROUNDS,
-           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL); " bpf": each CTA first requests its own weight words and scales '
-                'into L2 with one cp.async.bulk.prefetch.L2 each (thread 0; effqwen.gluon.BULK_PREFETCH), then loads them as the config does; '
-                'median of the rounds')
-
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'bulk-prefetch', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'sweep', 'prefetch', 'early', 'boundary', 'split', 'compute', 'compute-one', 'compute-sub136', 'compute-sub136-small', 'alone', 'render']); ap.add_argument('--out'); ap.add_argument('--variant', default='base')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'bulk-prefetch': lambda: bulk_prefetch(a.out), 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'sweep': lambda: sweep(a.out), 'prefetch': lambda: prefetch(a.out), 'early': lambda: early(a.out), 'boundary': lambda: boundary(a.out), 'split': lambda: split(a.out), 'compute': lambda: compute(a.out), 'compute-sub136': lambda: compute_sub136(a.out), 'compute-sub136-small': lambda: compute_sub136_small(a.out), 'compute-one': lambda: compute_one(a.variant), 'alone': lambda: alone(a.out), 'render': render}[a.stage]()
