@@ -643,15 +643,21 @@ def load_fragment_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py sweep` 
                         device_name:str, # the GPU the picks are for: a sweep of another GPU model is not used
                        )->int: # picks taken
     "The W4A16 fragment configs a sweep timed fastest in the engine's setting (back-to-back calls under PDL), per (M bucket, N, K)."
+    return _load_picks(doc, device_name, 'best', 'fragment sweep', _FRAG_TUNED, fence=False)
+
+def _load_picks(doc, device_name:str, key:str, what:str, table:dict, fence:bool)->int:
+    """Each row's pick `key` ('wk4 d1', 'wk2 wm2 d0'; with fence, also 'wk4 d1 nofence') into table[(M ≤ 8, N, K)] as
+    (WK, WM, DEPTH) (with fence, plus whether the loads go ahead of the fence); a sweep of another GPU model is not used."""
     if not isinstance(doc, dict): doc = json.loads(Path(doc).read_text())
     dev = doc.get('provenance', {}).get('device')
-    if dev != device_name: log.info('fragment sweep from %s, not %s: not used', dev, device_name); return 0
+    if dev != device_name: log.info('%s from %s, not %s: not used', what, dev, device_name); return 0
     n = 0
     for r in doc.get('rows', []):
-        if r.get('best'):
-            m = re.fullmatch(r'wk(\d+)(?: wm(\d+))? d(\d+)', r['best'])   # 'wk4 d1', 'wk2 wm2 d0'
-            if not m: raise ValueError(f"fragment sweep pick {r['best']!r} is not 'wk<WK> [wm<WM> ]d<DEPTH>'")
-            _FRAG_TUNED[(r['M'] <= 8, r['N'], r['K'])] = (int(m[1]), int(m[2] or 1), int(m[3])); n += 1
+        if r.get(key):
+            m = re.fullmatch(r'wk(\d+)(?: wm(\d+))? d(\d+)' + (r'( nofence)?' if fence else ''), r[key])
+            if not m: raise ValueError(f"{what} pick {r[key]!r} is not 'wk<WK> [wm<WM> ]d<DEPTH>" + ("[ nofence]'" if fence else "'"))
+            c = (int(m[1]), int(m[2] or 1), int(m[3]))
+            table[(r['M'] <= 8, r['N'], r['K'])] = c + (not m[4],) if fence else c; n += 1
     return n
 
 _FRAG_ALONE: dict = {}   # (M ≤ 8, N, K) -> (WK, WM, DEPTH, FENCE) fastest alone (no PDL, L2 flushed), `load_alone_picks`
@@ -662,16 +668,7 @@ def load_alone_picks(doc:dict|str, # a `scripts/gluon_stream_probe.py alone` res
     """The W4A16 fragment configs a sweep timed fastest *alone*: one launch without programmatic dependent launch, L2
     flushed, as a quantized linear runs outside the engine's decode graphs and as issue 7's targets time it. Per
     (M bucket, N, K): (WK, WM, DEPTH) and whether the weight loads go ahead of a fence (`_use_fence`)."""
-    if not isinstance(doc, dict): doc = json.loads(Path(doc).read_text())
-    dev = doc.get('provenance', {}).get('device')
-    if dev != device_name: log.info('alone sweep from %s, not %s: not used', dev, device_name); return 0
-    n = 0
-    for r in doc.get('rows', []):
-        if r.get('best_alone'):
-            m = re.fullmatch(r'wk(\d+)(?: wm(\d+))? d(\d+)( nofence)?', r['best_alone'])
-            if not m: raise ValueError(f"alone sweep pick {r['best_alone']!r} is not 'wk<WK> [wm<WM> ]d<DEPTH>[ nofence]'")
-            _FRAG_ALONE[(r['M'] <= 8, r['N'], r['K'])] = (int(m[1]), int(m[2] or 1), int(m[3]), not m[4]); n += 1
-    return n
+    return _load_picks(doc, device_name, 'best_alone', 'alone sweep', _FRAG_ALONE, fence=True)
 
 def _autoload_picks(device):
     """Once per device: `data/results/fragment_picks_h200.json`, the picks the engine's A/B took (env EFFQWEN_FRAG_TUNE:
