@@ -35,7 +35,7 @@ three ways in one run:
     python scripts/gluon_stream_probe.py render        # -> data/tables/kernel_stream_probe.md, kernel_stream_sweep.md, kernel_split_probe.md, ...
 """
 import argparse, itertools, json, os, time, traceback
-import torch, triton
+import torch
 
 SHAPES = [(9216, 2560, 1), (2560, 9216, 1), (4096, 2560, 1), (9216, 2560, 16), (2560, 9216, 16)]   # (N, K, M)
 RUN_SPLIT = {(2560, 9216, 1): [(4, 1, 6)], (2560, 9216, 16): [(4, 1, 3)]}   # (WK, DEPTH, S): the split probe's fastest alone
@@ -182,6 +182,12 @@ SWEEP = 'kernel_stream_sweep_h200'
 SWEEP_M = tuple(int(m) for m in os.environ.get('SWEEP_M', '1,16').split(','))   # row counts the sweep times (SWEEP_M=1: decode only)
 SWEEP_TAG = os.environ.get('SWEEP_TAG', '')   # the result as kernel_stream_sweep_h200_<tag>.json (beside the main sweep; frag_picks_ab tries every one)
 
+def _fits(N: int, K: int, WK: int, WM: int, D: int, S: int = 1) -> bool:
+    """Whether the fragment kernel takes (WK, WM, DEPTH) with S K slices at (N, K): whole 128-wide groups per warp and slice,
+    whole row blocks, DEPTH 0's words in shared memory, DEPTH 1's in registers (at most 2304 k per warp)."""
+    import effqwen.gluon as G
+    return not (K % (128 * WK * S) or N % (16 * WM) or (D == 0 and 8 * (K // S) * WM > G._SMEM_MAX) or (D == 1 and K // (WK * S) > 2304))
+
 def sweep(out: str | None):
     """Every (WK, WM, DEPTH) of the fragment kernel at the engine's shapes, M = 1 and 16 (env SWEEP_M), timed as the engine runs
     them: in a chain, ± PDL; launches of at most `effqwen.gluon.SUB136` rows on its path (recorded as sub136_max_m)."""
@@ -199,7 +205,7 @@ def sweep(out: str | None):
             y = torch.empty(M, N, device='cuda', dtype=torch.bfloat16)
             row = dict(N=N, K=K, M=M, default=list(G.fragment_config('w4a16', M, N, K)), configs={})
             for WK, WM, D in itertools.product((2, 4, 8), (1, 2), (0, 1, 2)):   # WK = 2 / WM = 2: CTAs that fit one wave at large N
-                if K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K * WM > G._SMEM_MAX) or (D == 1 and K // WK > 2304): continue
+                if not _fits(N, K, WK, WM, D): continue
                 c, r = (WK, WM, D), {}
                 try:
                     G.w4a16_fragment_matmul(x, words[0], s, c, out=y); torch.cuda.synchronize()
@@ -595,6 +601,7 @@ def alone(out: str | None):
     G._FRAG_ALONE.clear()
     torch.manual_seed(0); rows, t0 = [], time.time()
     fe0 = G.FENCE
+    import triton
     read_words = _read_kernel()
     def name_of(WK, WM, D, fe, S=1): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (f' s{S}' if S > 1 else '')
     try:
@@ -620,11 +627,10 @@ def alone(out: str | None):
                 except Exception: print(name_of(*v), traceback.format_exc()[-400:], flush=True); return False
                 e = row['rel_err'][name_of(*v)] = float((y.float() - ref).abs().mean() / ref.abs().mean())
                 return e < 1e-3
-            cands = [(WK, WM, D, fe) for WK, WM, D in itertools.product((2, 4, 8), (1, 2), (0, 1)) for fe in (True, False)
-                     if not (K % (128 * WK) or N % (16 * WM) or (D == 0 and 8 * K * WM > G._SMEM_MAX) or (D == 1 and K // WK > 2304))]
+            cands = [(WK, WM, D, fe) for WK, WM, D in itertools.product((2, 4, 8), (1, 2), (0, 1)) for fe in (True, False) if _fits(N, K, WK, WM, D)]
             if ALONE_SPLIT:   # split-K (one CTA per slice, the last adds the partials): WM = 1, S slices of whole groups
                 cands += [(WK, 1, D, fe, S) for WK, D, fe, S in itertools.product((2, 4, 8), (0, 1), (True, False), (2, 3, 4, 5, 6, 8, 9, 10))
-                          if K % (128 * WK * S) == 0 and not ((D == 0 and 8 * K // S > G._SMEM_MAX) or (D == 1 and K // (WK * S) > 2304))]
+                          if _fits(N, K, WK, 1, D, S)]
             for v in cands:
                 if check(v): row['once'][name_of(*v)] = Kn._bench(lambda v=v: call(v), 5, flush='memset')
             best = sorted((v for v in cands if name_of(*v) in row['once']), key=lambda v: row['once'][name_of(*v)])[:3]

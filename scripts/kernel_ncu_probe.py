@@ -10,7 +10,8 @@ other half of its time (warps resident, instructions per warp, stall reasons per
     python scripts/kernel_ncu_probe.py target        # the launches ncu profiles (run by the line above)
     python scripts/kernel_ncu_probe.py attn [--out DIR]   # the decode split-K attention kernel -> kernel_ncu_probe_h200_attn.json
     python scripts/kernel_ncu_probe.py source --out DIR   # per-SASS-instruction warp sampling of the 4B gate product at M = 1
-                                                      # alone (raw ncu pages under DIR/ncu_source/)
+                                                      # alone (raw ncu pages under DIR/ncu_source/) -> kernel_ncu_source_h200.json
+    python scripts/kernel_ncu_probe.py source-summary --out DIR --gpu 'NVIDIA H200'   # that summary again from DIR/ncu_source (pages fetched from the GPU)
     python scripts/kernel_ncu_probe.py render        # -> data/tables/kernel_ncu_probe.md (both results)
 """
 import argparse, csv, io, json, os, shutil, subprocess, sys, time
@@ -117,6 +118,49 @@ def source(out: str):
                            capture_output=True, text=True)
         (d/f'sass_{i}.csv').write_text(q.stdout + ('\n#stderr ' + q.stderr[-3000:] if q.returncode else ''))
     print(p.returncode, sorted(x.name for x in d.iterdir()), flush=True)
+    source_summary(str(d), torch.cuda.get_device_name())
+
+SOURCE_NAME = 'kernel_ncu_source_h200'
+
+def source_summary(d: str, gpu: str | None = None):
+    """`source`'s raw pages (DIR/ncu_source: sass_<i>.csv, details.txt) -> data/results/kernel_ncu_source_h200.json: per
+    launch, ncu's duration, the warp-state samples by opcode, the share stalled on long scoreboard (waiting for a global
+    load), the share on the first use of each weight word (the instruction that reads an `LDG.E.EF.128` destination
+    first; DEPTH 0 copies the words through shared memory instead, so 0 there), and the ten instructions with the most
+    samples."""
+    import re
+    from effqwen.core import write_result
+    d = Path(d)
+    durs = [float(v) for v in re.findall(r'^\s+Duration\s+us\s+([\d.]+)', (d/'details.txt').read_text(), re.M)]
+    rows = []
+    for i, (label, _, _) in enumerate(SOURCE_RUNS):
+        lines = (d/f'sass_{i}.csv').read_text().splitlines()
+        sass = list(csv.DictReader(io.StringIO('\n'.join(l for l in lines[1:] if not l.startswith('#')))))
+        n = lambda r, k: float(r.get(k) or 0)
+        tot = sum(n(r, 'Warp Stall Sampling (All Samples)') for r in sass)
+        ops, pending, word_use = {}, [], 0.0   # pending: the register quads of weight loads not read yet
+        for r in sass:
+            toks = r['Source'].split()
+            if not toks: continue
+            op = toks[1] if toks[0].startswith('@') else toks[0]
+            ops[op.split('.')[0]] = ops.get(op.split('.')[0], 0.0) + n(r, 'Warp Stall Sampling (All Samples)')
+            regs = {int(v) for v in re.findall(r'\bR(\d+)\b', r['Source'])}
+            if op.startswith('LDG.E.EF.128'):   # a 16-byte weight load into R<d>..R<d+3>
+                d0 = int(re.search(r'\bR(\d+)\b', r['Source']).group(1)); pending.append(set(range(d0, d0 + 4))); continue
+            hit = [q for q in pending if q & regs]
+            if hit: word_use += n(r, 'Warp Stall Sampling (All Samples)'); pending = [q for q in pending if not q & regs]
+        top = sorted(range(len(sass)), key=lambda j: -n(sass[j], 'Warp Stall Sampling (All Samples)'))[:10]
+        rows.append(dict(label=label, us=durs[i] if i < len(durs) else None, samples=tot, instructions=len(sass),
+                         by_opcode={k: v / tot for k, v in sorted(ops.items(), key=lambda kv: -kv[1]) if v},
+                         long_scoreboard=sum(n(r, 'stall_long_sb') for r in sass) / tot, first_use_of_words=word_use / tot,
+                         top=[dict(index=j, sass=sass[j]['Source'].strip(), share=n(sass[j], 'Warp Stall Sampling (All Samples)') / tot) for j in top]))
+        print(label, rows[-1]['us'], 'us', f"long scoreboard {rows[-1]['long_scoreboard']:.0%}, first use of words {rows[-1]['first_use_of_words']:.0%}", flush=True)
+    path = write_result(SOURCE_NAME, dict(rows=rows, note='Nsight Compute SourceCounters of the 4B gate product (9216 x 2560, M = 1) alone, one launch per '
+                                          'config (--cache-control all, --clock-control none); shares are of all warp-state samples; first_use_of_words: '
+                                          'samples on the first instruction that reads each evict-first weight load\'s destination registers'), 'gpu')
+    if gpu:   # pages measured on that GPU, summarized here: the device is the GPU's
+        doc = json.loads(path.read_text()); doc['provenance']['device'] = gpu; path.write_text(json.dumps(doc, indent=1) + '\n')
+    print(path)
 
 def run(out: str | None, stage: str = 'target'):
     from effqwen.core import write_result
@@ -166,6 +210,6 @@ def render():
     print(write_table('kernel_ncu_probe', '\n'.join(lines).rstrip(), json.loads(Path(f'data/results/{NAME}.json').read_text())['provenance']['profile']))
 
 if __name__ == '__main__':
-    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'source', 'target-source', 'render']); ap.add_argument('--out')
+    ap = argparse.ArgumentParser(); ap.add_argument('stage', nargs='?', default='run', choices=['run', 'attn', 'target', 'target_attn', 'source', 'target-source', 'source-summary', 'render']); ap.add_argument('--out'); ap.add_argument('--gpu', help='source-summary: the GPU the pages were measured on')
     a = ap.parse_args()
-    {'run': lambda: run(a.out), 'attn': lambda: run(a.out, 'target_attn'), 'target': target, 'target_attn': target_attn, 'source': lambda: source(a.out), 'target-source': target_source, 'render': render}[a.stage]()
+    {'run': lambda: run(a.out), 'attn': lambda: run(a.out, 'target_attn'), 'target': target, 'target_attn': target_attn, 'source': lambda: source(a.out), 'target-source': target_source, 'source-summary': lambda: source_summary(a.out + '/ncu_source', a.gpu), 'render': render}[a.stage]()
