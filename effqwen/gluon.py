@@ -282,12 +282,29 @@ if gluon is not None:
 
     @gluon.jit
     def _wload(p, EVICT: gl.constexpr):
-        "Weight words: read once per step, so with EVICT they are the first L2 lines to go (activations and KV stay)."
-        if EVICT:
+        """Weight words: read once per step, so with EVICT they are the first L2 lines to go (activations and KV stay).
+        Probe (EVICT 2..4, `LDHINT`): the same L2 evict-first policy on a hand-written 16-byte load: 2 = through the
+        non-coherent path without L1 allocation (`ld.global.nc.L1::no_allocate`), 3 = that with a 256-byte L2 fetch
+        (`.L2::256B`), 4 = the plain load with the 256-byte fetch."""
+        if EVICT >= 2:
+            w = _wload_hint(p, EVICT)
+        elif EVICT:
             w = gl.load(p, eviction_policy='evict_first')
         else:
             w = gl.load(p)
         return w
+
+    @gluon.jit
+    def _wload_hint(p, H: gl.constexpr):
+        "`_wload`'s probe loads: one 16-byte load per 4 consecutive words of a lane (pack = 4; the words are 16-byte aligned)."
+        if H == 2:
+            op: gl.constexpr = "ld.global.nc.L1::no_allocate.L2::cache_hint.v4.b32"
+        elif H == 3:
+            op: gl.constexpr = "ld.global.nc.L1::no_allocate.L2::cache_hint.L2::256B.v4.b32"
+        else:
+            op: gl.constexpr = "ld.global.L1::evict_first.L2::cache_hint.L2::256B.v4.b32"
+        return gl.inline_asm_elementwise("{ .reg .b64 pol; createpolicy.fractional.L2::evict_first.b64 pol, 1.0; " + op + " {$0, $1, $2, $3}, [$4], pol; }",
+                                         "=r,=r,=r,=r,l,l,l,l", [p], dtype=gl.int32, is_pure=True, pack=4)
 
     _ac = gl.nvidia.ampere.async_copy   # Triton 3.9 replaced async_copy_global_to_shared by async_load (same operands)
     _acopy = _ac.async_copy_global_to_shared if tuple(int(v) for v in triton.__version__.split('.')[:2]) < (3, 9) else _ac.async_load
@@ -613,7 +630,7 @@ if gluon is not None:
 # %% ../nbs/15a_gluon.ipynb #fdd03160
 _SMEM_MAX = 220 * 1024   # bytes of shared memory a CTA may take on sm_90 (232448 less a margin)
 LAST = {}                # 'kernel': the CompiledKernel of the last launch (for occupancy diagnostics)
-EVICT = os.environ.get('EFFQWEN_FRAG_EVICT', '1') != '0'   # weight words evict-first in L2 (`EFFQWEN_FRAG_EVICT=0` for the A/B)
+EVICT = int(os.environ.get('EFFQWEN_FRAG_EVICT', '1'))   # weight words evict-first in L2 (`EFFQWEN_FRAG_EVICT=0` for the A/B; 2..4: `_wload`'s probe loads)
 def _env_max_m(name: str, default: str) -> int:
     "An environment variable holding a row count M ≥ 0 (a largest M that takes some path); a clear error otherwise."
     v = os.environ.get(name, default)
