@@ -582,6 +582,7 @@ ALONE = 'kernel_alone_sweep_h200'
 ALONE_ROUNDS = int(os.environ.get('ALONE_ROUNDS', '3'))   # interleaved rounds of the finalists
 ALONE_SPLIT = os.environ.get('ALONE_SPLIT', '0') == '1'   # also split-K candidates (' s<S>'; probe only: the picks take no split)
 ALONE_XSUM = os.environ.get('ALONE_XSUM', '0') == '1'     # also XSUM candidates (' xsum': the corrections first, effqwen.gluon.XSUM)
+ALONE_RED1 = os.environ.get('ALONE_RED1', '0') == '1'     # also RED1 candidates (' red1': one shared-memory pass for the warps' sum, effqwen.gluon.RED1), with each hint too
 ALONE_HINTS = [int(h) for h in os.environ.get('ALONE_HINTS', '').split(',') if h]   # also DEPTH 1 with these probe loads (' ld<H>': effqwen.gluon.EVICT = H)
 
 def _alone_shapes() -> list:
@@ -602,10 +603,10 @@ def alone(out: str | None):
     from effqwen import kernels as Kn
     G._FRAG_ALONE.clear()
     torch.manual_seed(0); rows, t0 = [], time.time()
-    fe0, xs0, ev0 = G.FENCE, G.XSUM, G.EVICT
+    fe0, xs0, ev0, r0 = G.FENCE, G.XSUM, G.EVICT, G.RED1
     import triton
     read_words = _read_kernel()
-    def name_of(WK, WM, D, fe, S=1, xs=False, h=0): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (f' s{S}' if S > 1 else '') + (' xsum' if xs else '') + (f' ld{h}' if h else '')
+    def name_of(WK, WM, D, fe, S=1, xs=False, h=0, r1=False): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (f' s{S}' if S > 1 else '') + (' xsum' if xs else '') + (f' ld{h}' if h else '') + (' red1' if r1 else '')
     try:
         for N, K in _alone_shapes():
             wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
@@ -619,8 +620,8 @@ def alone(out: str | None):
             rule = (*rc, G._use_fence(1, rc[2]))
             row = dict(N=N, K=K, M=1, weight_bytes=N * K // 2 + 2 * N * (K // 128), rule=name_of(*rule), rel_err={}, once={}, rounds={})
             def call(v):
-                WK, WM, D, fe, S, xs, h = tuple(v) + (1, False, 0)[len(v) - 4:]   # (split, xsum, hint) default to none
-                G.FENCE, G.XSUM, G.EVICT = fe, (8 if xs else 0), (h or ev0)
+                WK, WM, D, fe, S, xs, h, r1 = tuple(v) + (1, False, 0, False)[len(v) - 4:]   # (split, xsum, hint, red1) default to none
+                G.FENCE, G.XSUM, G.EVICT, G.RED1 = fe, (8 if xs else 0), (h or ev0), r1
                 return G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y, split=S)
             def check(v):
                 try:
@@ -635,7 +636,10 @@ def alone(out: str | None):
                           if _fits(N, K, WK, 1, D, S)]
             if ALONE_XSUM:
                 cands += [(WK, WM, D, fe, 1, True) for WK, WM, D, fe, *_ in cands if len(_) == 0]
-            cands += [(WK, WM, D, fe, 1, False, h) for h in ALONE_HINTS for WK, WM, D, fe, *_ in cands if len(_) == 0 and D == 1]
+            base = [v for v in cands if len(v) == 4]
+            cands += [(WK, WM, D, fe, 1, False, h) for h in ALONE_HINTS for WK, WM, D, fe in base if D == 1]
+            if ALONE_RED1:
+                cands += [(WK, WM, D, fe, 1, False, h, True) for h in [0] + ALONE_HINTS for WK, WM, D, fe in base if WK <= 4 and (D == 1 or h == 0)]
             for v in cands:
                 if check(v): row['once'][name_of(*v)] = Kn._bench(lambda v=v: call(v), 5, flush='memset')
             best = sorted((v for v in cands if name_of(*v) in row['once']), key=lambda v: row['once'][name_of(*v)])[:3]
@@ -658,8 +662,8 @@ def alone(out: str | None):
             rows.append(row)
             print(N, K, 'rule', row['rule'], 'best', row['best_alone'], {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
             others.clear(); del words, wp; torch.cuda.empty_cache()
-    finally: G.FENCE, G.XSUM, G.EVICT = fe0, xs0, ev0
-    _write(ALONE + ('_split' if ALONE_SPLIT else '') + ('_xsum' if ALONE_XSUM else '') + ('_ld' + ''.join(map(str, ALONE_HINTS)) if ALONE_HINTS else ''), out, t0, rows=rows, rounds=ALONE_ROUNDS, sub136_max_m=int(G.SUB136), split_candidates=ALONE_SPLIT, xsum_candidates=ALONE_XSUM, hint_candidates=ALONE_HINTS,
+    finally: G.FENCE, G.XSUM, G.EVICT, G.RED1 = fe0, xs0, ev0, r0
+    _write(ALONE + ('_split' if ALONE_SPLIT else '') + ('_xsum' if ALONE_XSUM else '') + ('_ld' + ''.join(map(str, ALONE_HINTS)) if ALONE_HINTS else '') + ('_red1' if ALONE_RED1 else ''), out, t0, rows=rows, rounds=ALONE_ROUNDS, sub136_max_m=int(G.SUB136), split_candidates=ALONE_SPLIT, xsum_candidates=ALONE_XSUM, hint_candidates=ALONE_HINTS, red1_candidates=ALONE_RED1,
            note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL): once = every (WK, WM, DEPTH 0 / 1) x FENCE once with the '
                 'memset flush; rounds / median = the three fastest, the config a launch took before this sweep (rule: the engine\'s '
                 'picks or fragment_config\'s rule, with _use_fence), a plain Triton read of the same words, tinygemm int4 and cuBLAS '
