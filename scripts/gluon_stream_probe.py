@@ -581,9 +581,6 @@ def split(out: str | None):
 ALONE = 'kernel_alone_sweep_h200'
 ALONE_ROUNDS = int(os.environ.get('ALONE_ROUNDS', '3'))   # interleaved rounds of the finalists
 ALONE_SPLIT = os.environ.get('ALONE_SPLIT', '0') == '1'   # also split-K candidates (' s<S>'; probe only: the picks take no split)
-ALONE_XSUM = os.environ.get('ALONE_XSUM', '0') == '1'     # also XSUM candidates (' xsum': the corrections first, effqwen.gluon.XSUM)
-ALONE_RED1 = os.environ.get('ALONE_RED1', '0') == '1'     # also RED1 candidates (' red1': one shared-memory pass for the warps' sum, effqwen.gluon.RED1), with each hint too
-ALONE_HINTS = [int(h) for h in os.environ.get('ALONE_HINTS', '').split(',') if h]   # also DEPTH 1 with these probe loads (' ld<H>': effqwen.gluon.EVICT = H)
 
 def _alone_shapes() -> list:
     "(N, K) of every Qwen3.5-4B / 9B linear that `benchmark_linears` times (env ALONE_SHAPES='NxK,...': those)."
@@ -594,19 +591,19 @@ def _alone_shapes() -> list:
 def alone(out: str | None):
     """The W4A16 fragment kernel at M = 1 alone, as issue 7's targets time it (`effqwen.kernels._bench`: no PDL, L2
     flushed by a memset; also by a read), at every linear shape the kernel benchmark times: every (WK, WM, DEPTH 0 / 1) x
-    FENCE once, then the three fastest and the config a launch took before this sweep existed (`rule`: the engine's picks
+    FENCE, and with WK <= 4 also with RED1 (the warps' sum in one shared-memory pass), once, then the three fastest and the config a launch took before this sweep existed (`rule`: the engine's picks
     or `fragment_config`'s rule, and `_use_fence`) in ALONE_ROUNDS interleaved rounds, beside a plain read of the same
     words, tinygemm int4 and cuBLAS BF16 (not for the LM heads); best_alone = the finalist with the lowest median under the
-    memset flush: the pick `effqwen.gluon.load_alone_picks` takes. Variants: 'wk<WK> [wm<WM> ]d<D>[ nofence]'."""
+    memset flush: the pick `effqwen.gluon.load_alone_picks` takes. Variants: 'wk<WK> [wm<WM> ]d<D>[ nofence][ red1]'."""
     os.environ['EFFQWEN_FRAG_ALONE'] = '0'   # the launches this sweep replaces, not its own earlier picks
     import effqwen.gluon as G
     from effqwen import kernels as Kn
     G._FRAG_ALONE.clear()
     torch.manual_seed(0); rows, t0 = [], time.time()
-    fe0, xs0, ev0, r0 = G.FENCE, G.XSUM, G.EVICT, G.RED1
+    fe0, r0 = G.FENCE, G.RED1
     import triton
     read_words = _read_kernel()
-    def name_of(WK, WM, D, fe, S=1, xs=False, h=0, r1=False): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (f' s{S}' if S > 1 else '') + (' xsum' if xs else '') + (f' ld{h}' if h else '') + (' red1' if r1 else '')
+    def name_of(WK, WM, D, fe, S=1, r1=False): return f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + f' d{D}' + ('' if fe else ' nofence') + (f' s{S}' if S > 1 else '') + (' red1' if r1 else '')
     try:
         for N, K in _alone_shapes():
             wp = torch.randint(-2**31, 2**31 - 1, (N, K // 8), dtype=torch.int64).to(torch.int32).cuda()
@@ -620,8 +617,8 @@ def alone(out: str | None):
             rule = (*rc, G._use_fence(1, rc[2]))
             row = dict(N=N, K=K, M=1, weight_bytes=N * K // 2 + 2 * N * (K // 128), rule=name_of(*rule), rel_err={}, once={}, rounds={})
             def call(v):
-                WK, WM, D, fe, S, xs, h, r1 = tuple(v) + (1, False, 0, False)[len(v) - 4:]   # (split, xsum, hint, red1) default to none
-                G.FENCE, G.XSUM, G.EVICT, G.RED1 = fe, (8 if xs else 0), (h or ev0), r1
+                WK, WM, D, fe, S, r1 = tuple(v) + (1, False)[len(v) - 4:]   # (split, red1) default to none
+                G.FENCE, G.RED1 = fe, r1
                 return G.w4a16_fragment_matmul(x, words, s, (WK, WM, D), out=y, split=S)
             def check(v):
                 try:
@@ -634,12 +631,7 @@ def alone(out: str | None):
             if ALONE_SPLIT:   # split-K (one CTA per slice, the last adds the partials): WM = 1, S slices of whole groups
                 cands += [(WK, 1, D, fe, S) for WK, D, fe, S in itertools.product((2, 4, 8), (0, 1), (True, False), (2, 3, 4, 5, 6, 8, 9, 10))
                           if _fits(N, K, WK, 1, D, S)]
-            if ALONE_XSUM:
-                cands += [(WK, WM, D, fe, 1, True) for WK, WM, D, fe, *_ in cands if len(_) == 0]
-            base = [v for v in cands if len(v) == 4]
-            cands += [(WK, WM, D, fe, 1, False, h) for h in ALONE_HINTS for WK, WM, D, fe in base if D == 1]
-            if ALONE_RED1:
-                cands += [(WK, WM, D, fe, 1, False, h, True) for h in [0] + ALONE_HINTS for WK, WM, D, fe in base if WK <= 4 and (D == 1 or h == 0)]
+            cands += [(WK, WM, D, fe, 1, True) for WK, WM, D, fe, *S in cands if not S and WK <= 4]   # the warps' sum in one pass (RED1)
             for v in cands:
                 if check(v): row['once'][name_of(*v)] = Kn._bench(lambda v=v: call(v), 5, flush='memset')
             best = sorted((v for v in cands if name_of(*v) in row['once']), key=lambda v: row['once'][name_of(*v)])[:3]
@@ -662,10 +654,10 @@ def alone(out: str | None):
             rows.append(row)
             print(N, K, 'rule', row['rule'], 'best', row['best_alone'], {k: {a: round(b, 2) for a, b in v.items()} for k, v in row['median'].items()}, flush=True)
             others.clear(); del words, wp; torch.cuda.empty_cache()
-    finally: G.FENCE, G.XSUM, G.EVICT, G.RED1 = fe0, xs0, ev0, r0
-    _write(ALONE + ('_split' if ALONE_SPLIT else '') + ('_xsum' if ALONE_XSUM else '') + ('_ld' + ''.join(map(str, ALONE_HINTS)) if ALONE_HINTS else '') + ('_red1' if ALONE_RED1 else ''), out, t0, rows=rows, rounds=ALONE_ROUNDS, sub136_max_m=int(G.SUB136), split_candidates=ALONE_SPLIT, xsum_candidates=ALONE_XSUM, hint_candidates=ALONE_HINTS, red1_candidates=ALONE_RED1,
-           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL): once = every (WK, WM, DEPTH 0 / 1) x FENCE once with the '
-                'memset flush; rounds / median = the three fastest, the config a launch took before this sweep (rule: the engine\'s '
+    finally: G.FENCE, G.RED1 = fe0, r0
+    _write(ALONE + ('_split' if ALONE_SPLIT else '') , out, t0, rows=rows, rounds=ALONE_ROUNDS, sub136_max_m=int(G.SUB136), split_candidates=ALONE_SPLIT, 
+           note='µs per call at M = 1 alone (effqwen.kernels._bench, no PDL): once = every (WK, WM, DEPTH 0 / 1) x FENCE (x RED1 at WK <= 4: '
+                '" red1", the warps\' sum in one shared-memory pass) once with the memset flush; rounds / median = the three fastest, the config a launch took before this sweep (rule: the engine\'s '
                 'picks or fragment_config\'s rule, with _use_fence), a plain Triton read of the same words, tinygemm int4 and cuBLAS '
                 'BF16 (not for the LM heads), in interleaved rounds with the memset and the read flush; best_alone = the finalist '
                 'with the lowest memset median (effqwen.gluon.load_alone_picks); rel_err = Marlin\'s mean |y - ref| / mean |ref|')

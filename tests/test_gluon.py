@@ -104,13 +104,16 @@ def test_fragment_picks_only_for_their_gpu():
     finally: G._FRAG_TUNED.clear()
 
 def test_alone_picks_only_for_launches_without_pdl():
-    doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best_alone='wk2 d1 nofence'), dict(N=64, K=512, M=1, best_alone='wk4 wm2 d0')])
+    doc = dict(provenance=dict(device='GPU A'), rows=[dict(N=96, K=1024, M=1, best_alone='wk2 d1 nofence red1'), dict(N=64, K=512, M=1, best_alone='wk4 wm2 d0')])
     try:
         assert G.load_alone_picks(doc, 'GPU B') == 0 and not G._FRAG_ALONE
         assert G.load_alone_picks(doc, 'GPU A') == 2
-        assert G._FRAG_ALONE == {(True, 96, 1024): (2, 1, 1, False), (True, 64, 512): (4, 2, 0, True)}
+        assert G._FRAG_ALONE == {(True, 96, 1024): (2, 1, 1, False, True), (True, 64, 512): (4, 2, 0, True, False)}
         assert G._fence_for(1, 96, 1024, (2, 1, 1), pdl=False) is False and G._fence_for(1, 64, 512, (4, 2, 0), pdl=False) is True
         assert G._fence_for(1, 96, 1024, (2, 1, 1), pdl=True) == G._use_fence(1, 1)   # under PDL the rule, as before
+        if G.RED1 is None:   # RED1 (the warps' sum in one shared-memory pass) as the pick says, alone only
+            assert G._red1_for(1, 96, 1024, (2, 1, 1), pdl=False) and not G._red1_for(1, 96, 1024, (2, 1, 1), pdl=True)
+            assert not G._red1_for(1, 64, 512, (4, 2, 0), pdl=False)
         assert G.fragment_config('w4a16', 1, 96, 1024, pdl=False) == G.fragment_config('w4a16', 1, 96, 1024)   # no device: the rule
         with pytest.raises(ValueError, match='alone sweep pick'): G.load_alone_picks(dict(provenance=dict(device='GPU A'), rows=[dict(N=1, K=1, M=1, best_alone='w4 nofence')]), 'GPU A')
     finally: G._FRAG_ALONE.clear()
@@ -367,19 +370,25 @@ def test_w4_prefetch_changes_nothing_but_the_cache():
     with pytest.raises(ValueError, match='prefetch'): G.w4a16_fragment_matmul(x, words, s, prefetch=nxt, prefetch_at=3)
 
 @gpu
-def test_w4_alone_pick_launch_matches_reference():
-    "A launch without PDL at an alone pick (here DEPTH 1 without the fence) takes the pick, and passes Marlin's error test."
+@pytest.mark.parametrize('M', [1, 5])
+@pytest.mark.parametrize('red1', [False, True])
+@pytest.mark.parametrize('WK,WM', [(2, 1), (4, 2)])
+def test_w4_alone_pick_launch_matches_reference(M, red1, WK, WM):
+    """A launch without PDL at an alone pick (DEPTH 1 without the fence; the warps' sum by `gl.sum` or in one
+    shared-memory pass, RED1) takes the pick, and passes Marlin's error test."""
+    if G.RED1 is not None: pytest.skip('EFFQWEN_FRAG_RED1 forces RED1')
     N, Kd = 96, 1024
     wp = K.pack_int4(torch.randint(-8, 8, (N, Kd), device='cuda'))
     s = (torch.rand(N, Kd // 128, device='cuda') * 0.02 + 0.002).to(torch.bfloat16)
-    x = torch.randn(1, Kd, device='cuda').to(torch.bfloat16)
+    x = torch.randn(M, Kd, device='cuda').to(torch.bfloat16)
     ref = K.w4a16_mm_ref(x, wp, s).float()
     G.fragment_config('w4a16', 1, N, Kd, x.device)   # the autoload of the committed picks happens once, before the test's own
     own = dict(G._FRAG_ALONE)
     try:
-        G._FRAG_ALONE[(True, N, Kd)] = (2, 1, 1, False)
+        G._FRAG_ALONE[(True, N, Kd)] = (WK, WM, 1, False, red1)
         with K.no_pdl():
-            assert G.launch_name('w4a16', 1, N, Kd, x.device, pdl=False) == 'wk2 d1 nofence'
+            assert G._red1_for(M, N, Kd, (WK, WM, 1), pdl=False) == red1
+            assert G.launch_name('w4a16', M, N, Kd, x.device, pdl=False) == f'wk{WK}' + (f' wm{WM}' if WM > 1 else '') + ' d1 nofence' + (' red1' if red1 else '')
             y = G.w4a16_fragment_matmul(x, G.w4_to_fragment(wp), s)
         check_marlin(y, ref, 1e-3)
     finally: G._FRAG_ALONE.clear(); G._FRAG_ALONE.update(own)
