@@ -620,8 +620,8 @@ RED1 = {'1': True, '0': False}.get(os.environ.get('EFFQWEN_FRAG_RED1', ''))   # 
 def _red1_for(M: int, N: int, K: int, config: tuple, pdl: bool) -> bool:
     """Whether a plain W4A16 fragment product of `config` takes `RED1` (the warps' sums in one shared-memory pass): at
     most 4 warps on K; then `RED1` where set, else alone (no PDL) where the alone sweep picked this config with it
-    (`load_alone_picks`: at 9216×2560 M = 1 it took the pick from 7.30 to 7.18 µs, `kernel_alone_sweep_h200_ld3_red1.json`).
-    Launches under PDL, the engine's, keep `gl.sum` unless `RED1` is set."""
+    (`load_alone_picks`; at 9216×2560 M = 1, wk4 d1 without the fence, 7.24 → 7.09 µs, medians of 10 interleaved rounds:
+    `kernel_alone_rounds10_h200.json`). Launches under PDL, the engine's, keep `gl.sum` unless `RED1` is set."""
     if config[0] > 4: return False
     if RED1 is not None: return RED1
     pick = None if pdl else _FRAG_ALONE.get((M <= 8, N, K))
