@@ -4,16 +4,16 @@
 
 # %% ../nbs/00_core.ipynb #3fbabcec
 from __future__ import annotations
-import dataclasses, datetime, json, logging, os, platform, random, subprocess, sys, tempfile
+import dataclasses, datetime, json, logging, os, platform, random, re, subprocess, sys, tempfile
 from dataclasses import dataclass, asdict
 from importlib import metadata
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['PROFILES', 'Profile', 'get_profile', 'set_determinism', 'set_threads', 'resolve_device', 'device_name', 'repo_root',
-           'out_root', 'cache_dir', 'git_sha', 'provenance', 'atomic_write', 'write_result', 'read_result', 'fmt_cell',
-           'render_table', 'write_table', 'save_figure', 'provenance_line', 'rel_error', 'test_rel_error',
-           'setup_logging']
+__all__ = ['PROFILES', 'GPU_KEYS', 'Profile', 'get_profile', 'set_determinism', 'set_threads', 'resolve_device', 'device_name',
+           'device_key', 'repo_root', 'out_root', 'cache_dir', 'git_sha', 'provenance', 'atomic_write', 'result_path',
+           'write_result', 'read_json', 'read_result', 'fmt_cell', 'render_table', 'write_table', 'save_figure',
+           'provenance_line', 'rel_error', 'test_rel_error', 'setup_logging']
 
 # %% ../nbs/00_core.ipynb #35b437b1
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class Profile:
     def __post_init__(self):
         if self.device not in ('cpu', 'cuda', 'auto'): raise ValueError(f"Profile.device={self.device!r}: use 'cpu', 'cuda' or 'auto'")
         if self.dtype not in ('float32', 'bfloat16', 'float16'): raise ValueError(f"Profile.dtype={self.dtype!r}: use float32, bfloat16 or float16")
+        for f in dataclasses.fields(self):   # counts, sizes and rates must be positive; steps, seeds and temperatures may be 0
+            v = getattr(self, f.name); zero_ok = f.name in ('seed', 'qad_steps', 'regen_temperature')
+            bad = [x for x in (v if isinstance(v, tuple) else (v,)) if isinstance(x, (int, float)) and not isinstance(x, bool)
+                   and (x < 0 or (x == 0 and not zero_ok))]
+            if bad: raise ValueError(f"Profile.{f.name}={v!r}: must be {'>= 0' if zero_ok else '> 0'}")
 
 # %% ../nbs/00_core.ipynb #fd565f13
 PROFILES = {p.name: p for p in [
@@ -123,6 +128,19 @@ def device_name(device:str='auto')->str:
     except OSError: pass
     return f'{cpu} ({os.cpu_count()} cores)'
 
+GPU_KEYS = (('GH200', 'gh200'), ('H200', 'h200'), ('H100', 'h100'), ('H800', 'h800'), ('B200', 'b200'), ('A100', 'a100'),
+            ('A10G', 'a10g'), ('L40S', 'l40s'), ('L4', 'l4'), ('4090', 'rtx4090'))   # substring of torch's name -> key, first match wins
+
+def device_key(device:str='auto', # 'cpu', 'cuda', 'cuda:1' or 'auto'
+               name:str|None=None, # a device name as `device_name` gives it (default: ask torch)
+              )->str:
+    "Short normalized device name ('h200', 'h100', ..., 'cpu') that names per-device results and kernel picks."
+    name = name or device_name(device)
+    if name.endswith('cores)'): return 'cpu'
+    for sub, key in GPU_KEYS:
+        if sub in name.upper(): return key
+    return re.sub(r'[^a-z0-9]+', '_', name.lower().removeprefix('nvidia ')).strip('_')
+
 # %% ../nbs/00_core.ipynb #586eb864
 def repo_root()->Path:
     "The effqwen checkout (the folder holding settings.ini) if we run from one, else the current directory."
@@ -182,15 +200,24 @@ def atomic_write(path:Path|str, data:str|bytes):
         Path(tmp).unlink(missing_ok=True); raise
     return path
 
-def write_result(name:str, # file stem under data/results, e.g. 'baseline'
+def _pname(profile:str|Profile)->str: return profile.name if isinstance(profile, Profile) else profile
+
+def result_path(name:str, # product stem, e.g. 'baseline' or 'kernels_h200'
+                profile:str|Profile, # the profile that made it: part of the file name
+                root:Path|None=None, # tree holding data/ (default: `out_root(profile)`)
+               )->Path:
+    "`<root>/data/results/<name>_<profile>.json`: every profile keeps its own file, so no run overwrites another profile's."
+    return Path(root or out_root(profile))/'data'/'results'/f'{name}_{_pname(profile)}.json'
+
+def write_result(name:str, # product stem, e.g. 'baseline' (the file is `<name>_<profile>.json`)
                  result:dict, # JSON-serialisable payload
                  profile:str|Profile, # the profile that produced it
                  device:str='auto', # device the numbers were measured on
                 )->Path:
-    "Atomically write `data/results/<name>.json` = {'provenance': ..., **result}."
+    "Atomically write `data/results/<name>_<profile>.json` = {'provenance': ..., **result}."
     if 'provenance' in result: raise ValueError("result already has a 'provenance' key: pass the payload only")
     doc = {'provenance': provenance(profile, device), **result}
-    return atomic_write(out_root(profile)/'data'/'results'/f'{name}.json', json.dumps(doc, indent=1, default=_json_default) + '\n')
+    return atomic_write(result_path(name, profile), json.dumps(doc, indent=1, default=_json_default) + '\n')
 
 def _json_default(o):
     if hasattr(o, 'item'): return o.item()
@@ -198,11 +225,27 @@ def _json_default(o):
     if isinstance(o, (Path, tuple, set)): return str(o) if isinstance(o, Path) else list(o)
     raise TypeError(f'cannot store {type(o).__name__} in a result JSON')
 
-def read_result(name:str, profile:str|Profile='cpu')->dict:
-    "Read a result written by `write_result` (for the profile's output root)."
-    p = out_root(profile)/'data'/'results'/f'{name}.json'
-    if not p.exists(): raise FileNotFoundError(f'{p} not found: run the experiment that writes {name!r} first (effqwen reproduce --profile ...)')
-    return json.loads(p.read_text())
+def read_json(path:Path|str, # a JSON file this project wrote (a result, a record, a stamp)
+              what:str='', # how to remake it, for the error message
+             )->dict:
+    "Parse a JSON object written by effqwen; a cut-off or hand-edited file is a `ValueError` naming the file and the fix."
+    path = Path(path)
+    try: doc = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise ValueError(f'{path}: not valid JSON ({e}); the file is truncated or damaged: delete it and {what or "rerun what wrote it"}') from None
+    if not isinstance(doc, dict): raise ValueError(f'{path}: expected a JSON object, got {type(doc).__name__}; delete it and {what or "rerun what wrote it"}')
+    return doc
+
+def read_result(name:str, # product stem, as given to `write_result`
+                profile:str|Profile='cpu', # the profile whose file to read
+                root:Path|None=None, # tree holding data/ (default: `out_root(profile)`; `repo_root()` for the committed results)
+               )->dict:
+    "Read `data/results/<name>_<profile>.json`, checked: missing or damaged files are errors that say how to remake them."
+    p, fix = result_path(name, profile, root), f'run `effqwen reproduce --profile {_pname(profile)}` (the notebook that writes {name!r})'
+    if not p.exists(): raise FileNotFoundError(f'{p} not found: {fix}')
+    doc = read_json(p, fix)
+    if 'provenance' not in doc: raise ValueError(f"{p}: no 'provenance' stamp, so not a result of effqwen's; {fix}")
+    return doc
 
 # %% ../nbs/00_core.ipynb #69c05a2a
 def fmt_cell(v, fmt:str='{:.3g}')->str:
@@ -224,16 +267,16 @@ def render_table(rows:list[dict], # one dict per row
     return '\n'.join(out) + (f'\n\n{caption}\n' if caption else '\n')
 
 def write_table(name:str, md:str, profile:str|Profile)->Path:
-    "Atomically write `data/tables/<name>.md`."
-    return atomic_write(out_root(profile)/'data'/'tables'/f'{name}.md', md)
+    "Atomically write `data/tables/<name>_<profile>.md`."
+    return atomic_write(out_root(profile)/'data'/'tables'/f'{name}_{_pname(profile)}.md', md)
 
 def save_figure(fig, name:str, profile:str|Profile)->list[Path]:
-    "Save a matplotlib figure as `figures/<name>.png` and `.pdf` (atomically)."
+    "Save a matplotlib figure as `figures/<name>_<profile>.png` and `.pdf` (atomically)."
     import io
     paths = []
     for ext in ('png', 'pdf'):
         buf = io.BytesIO(); fig.savefig(buf, format=ext, bbox_inches='tight', dpi=150)
-        paths.append(atomic_write(out_root(profile)/'figures'/f'{name}.{ext}', buf.getvalue()))
+        paths.append(atomic_write(out_root(profile)/'figures'/f'{name}_{_pname(profile)}.{ext}', buf.getvalue()))
     return paths
 
 def provenance_line(doc:dict)->str:

@@ -33,9 +33,9 @@ def test_reproduce_baseline_ci_end_to_end(tmp_path):
     r = run('reproduce', '--profile', 'ci', '--only', 'baseline', '--out', str(tmp_path / 'out'),
             '--run-dir', str(tmp_path / 'run'), timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
-    doc = json.loads((tmp_path / 'out' / 'data' / 'results' / 'baseline.json').read_text())
+    doc = json.loads((tmp_path / 'out' / 'data' / 'results' / 'baseline_ci.json').read_text())
     assert doc['provenance']['profile'] == 'ci' and doc['provenance']['git_sha'] != 'unknown'
     assert doc['ppl'] > 1 and set(doc['tasks']) >= {'boolq', 'piqa'}
-    assert (tmp_path / 'out' / 'figures' / 'baseline.png').exists()
+    assert (tmp_path / 'out' / 'figures' / 'baseline_ci.png').exists()
     assert (tmp_path / 'run' / '20_baseline.ipynb').exists()
     assert {p: p.stat().st_mtime for p in sorted((ROOT / 'data' / 'results').glob('*.json'))} == stamp
