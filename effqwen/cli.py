@@ -53,11 +53,10 @@ def reproduce(profile:str='cpu', # profile name (see `effqwen profiles`)
     todo = experiment_notebooks(nbs_dir, only)
     stamp = datetime.datetime.now().strftime('%Y%m%d-%H%M%S')
     run_dir = Path(run_dir or repo_root()/'_runs'/f'{profile}-{stamp}'); run_dir.mkdir(parents=True, exist_ok=True)
-    if out: os.environ['EFFQWEN_OUT'] = str(Path(out).resolve())
     for i, nb in enumerate(todo, 1):
         t0 = datetime.datetime.now()
         log.info('[%d/%d] %s (profile %s)', i, len(todo), nb.name, profile)
-        run_notebook(nb, run_dir/nb.name, profile, cwd=nbs_dir)
+        run_notebook(nb, run_dir/nb.name, profile, cwd=nbs_dir, out=str(Path(out).resolve()) if out else None)
         log.info('[%d/%d] %s done in %.0f s', i, len(todo), nb.name, (datetime.datetime.now() - t0).total_seconds())
     return run_dir
 

@@ -50,6 +50,8 @@ class Profile:
     qad_grad_accum: int = 1
     qad_eval_every: int = 3
     qad_sweep: tuple = ()         # further learning rates tried next to qad_lr; the lowest validation KL is kept
+    # where the products go
+    out: str|None = None          # folder that receives data/ and figures/ (None: the repo; a temporary folder under ci)
 
     def __post_init__(self):
         if self.device not in ('cpu', 'cuda', 'auto'): raise ValueError(f"Profile.device={self.device!r}: use 'cpu', 'cuda' or 'auto'")
@@ -151,12 +153,10 @@ def repo_root()->Path:
     return Path.cwd()
 
 def out_root(profile:str|Profile='ci')->Path:
-    "Root under which `data/` and `figures/` are written for this profile."
+    "Root under which `data/` and `figures/` are written: the profile's `out`, else a temporary folder for ci, else the repo."
+    if isinstance(profile, Profile) and profile.out: return Path(profile.out)
     name = profile.name if isinstance(profile, Profile) else profile
-    if os.environ.get('EFFQWEN_OUT'): return Path(os.environ['EFFQWEN_OUT'])
-    if name == 'ci' or os.environ.get('IN_TEST') or 'PYTEST_CURRENT_TEST' in os.environ:
-        return Path(tempfile.gettempdir())/'effqwen-ci'
-    return repo_root()
+    return Path(tempfile.gettempdir())/'effqwen-ci' if name == 'ci' else repo_root()
 
 def cache_dir()->Path:
     "Where converted models and regenerated data are cached (`EFFQWEN_CACHE`, default `data/cache` in the repo)."
