@@ -86,7 +86,8 @@ PROFILES = {p.name: p for p in [
 
 def get_profile(profile:str|Profile='ci', # a name in `PROFILES` or a `Profile`
                 **overrides)->Profile:
-    "Look up a profile by name, optionally replacing fields (e.g. `model='/path/to/Qwen3.5-4B'`)."
+    "Look up a profile by name, optionally replacing fields (e.g. `model='/path/to/Qwen3.5-4B'`); an override of None keeps the field."
+    overrides = {k: v for k, v in overrides.items() if v is not None}
     if isinstance(profile, Profile): p = profile
     elif profile in PROFILES: p = PROFILES[profile]
     else: raise ValueError(f"unknown profile {profile!r}: choose one of {', '.join(PROFILES)}")
