@@ -138,7 +138,7 @@ def measured_time(profile:str, # a profile name
 
 def profile_lines(root:Path|None=None)->list[str]:
     "One line per profile: name, description, and its measured time or (without a run record) its budget."
-    return [f"{p.name:6s} {p.description}; {measured_time(p.name, root) or f'budget {p.budget} (no measured run recorded)'}"
+    return [f"{p.name:6s} {p.description}; {measured_time(p.name, root) or f'budget {p.budget} (no run record yet)'}"
             for p in PROFILES.values()]
 
 # %% ../nbs/19_cli.ipynb #63054218
