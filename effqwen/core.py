@@ -191,11 +191,10 @@ def set_run_info(command:str|None=None, # what runs: a command line, or a notebo
     _RUN.clear(); _RUN.update({k: v for k, v in dict(command=command, git_sha=git_sha).items() if v})
 
 def run_command()->str:
-    "What this process runs: as recorded by `set_run_info`, else the notebook Jupyter names (`__session__`), else the command line."
+    "What this process runs: as recorded by `set_run_info`, else the command line (a notebook opened by hand says so)."
     if 'command' in _RUN: return _RUN['command']
     ipy = sys.modules.get('IPython')
-    shell = ipy.get_ipython() if ipy is not None else None
-    if shell is not None: return shell.user_ns.get('__session__') or 'an interactive IPython session'
+    if ipy is not None and ipy.get_ipython() is not None: return 'a notebook or IPython shell, run by hand'
     return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else 'python'
 
 def provenance(profile:str|Profile, device:str='auto')->dict:
