@@ -396,15 +396,13 @@ def build_bundle(dest:Path, # an empty or new folder
     if dest.exists() and any(dest.iterdir()): raise ValueError(f'bundle folder {dest} is not empty: pass a new folder')
     pyv = python_version or f'{sys.version_info.major}.{sys.version_info.minor}'
     with tempfile.TemporaryDirectory() as tmp:
-        got = {}
+        fetched = {}   # packages not installed here: downloaded while planning, to read their dependencies
         def fetch(r):
-            w = download_wheel(str(r), Path(tmp), pyv, platform); got[w.name.split('-')[0].lower()] = w
+            w = fetched[r.name.lower().replace('_', '-')] = download_wheel(str(r), Path(tmp), pyv, platform)
             return _wheel_meta(w)
-        plan = bundle_plan(python_version=pyv, fetch=fetch)
-        wheels = []
+        plan, wheels = bundle_plan(python_version=pyv, fetch=fetch), []
         for n, pin in plan.items():
-            w = next((w for w in Path(tmp).glob('*.whl') if _wheel_meta(w)[0] == pin.split('==')[1] and w.name.split('-')[0].lower() == n.replace('-', '_')), None)
-            wheels.append(w or download_wheel(pin, Path(tmp), pyv, platform))
+            wheels.append(fetched.get(n) or download_wheel(pin, Path(tmp), pyv, platform))
             log.info('%s: %s (%.1f MB)', pin, wheels[-1].name, wheels[-1].stat().st_size / 1e6)
         man = pack_parts(wheels, dest, part_bytes, python=pyv, platform=platform, packages=plan, host=list(HOST_PACKAGES),
                          git_sha=git_sha(), date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
