@@ -9,22 +9,18 @@ cfg = config['DEFAULT']
 for o in 'version description keywords author author_email license min_python lib_name user git_url'.split():
     assert o in cfg, f'missing expected setting: {o}'
 
-licenses = {'apache2': ('Apache Software License 2.0', 'OSI Approved :: Apache Software License')}
 statuses = ['1 - Planning', '2 - Pre-Alpha', '3 - Alpha', '4 - Beta', '5 - Production/Stable', '6 - Mature', '7 - Inactive']
 py_versions = '3.10 3.11 3.12 3.13'.split()
 
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
-lic = licenses[cfg['license'].lower()]
 min_python = cfg['min_python']
-lic_name, lic_classifier = lic
 
 setuptools.setup(
     name=cfg['lib_name'],
-    license=lic_name,
+    license_expression=cfg['license'],   # an SPDX expression, e.g. Apache-2.0
     classifiers=['Development Status :: ' + statuses[int(cfg['status'])],
                  'Intended Audience :: ' + cfg['audience'].title(),
-                 'License :: ' + lic_classifier,
                  'Natural Language :: ' + cfg['language'].title()]
                 + ['Programming Language :: Python :: ' + o for o in py_versions[py_versions.index(min_python):]],
     url=cfg['git_url'],

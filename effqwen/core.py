@@ -4,16 +4,17 @@
 
 # %% ../nbs/00_core.ipynb #3fbabcec
 from __future__ import annotations
-import dataclasses, datetime, json, logging, os, platform, random, re, subprocess, sys, tempfile
+import contextlib, dataclasses, datetime, json, logging, os, platform, random, re, shlex, subprocess, sys, tempfile, time
 from dataclasses import dataclass, asdict
 from importlib import metadata
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['PROFILES', 'GPU_KEYS', 'Profile', 'get_profile', 'set_determinism', 'set_threads', 'resolve_device', 'device_name',
-           'device_key', 'repo_root', 'out_root', 'cache_dir', 'git_sha', 'provenance', 'atomic_write', 'result_path',
-           'write_result', 'read_json', 'read_result', 'fmt_cell', 'render_table', 'write_table', 'save_figure',
-           'provenance_line', 'rel_error', 'test_rel_error', 'setup_logging']
+__all__ = ['PROFILES', 'GPU_KEYS', 'LOG_FORMAT', 'Profile', 'get_profile', 'set_determinism', 'set_threads', 'resolve_device',
+           'device_name', 'device_key', 'repo_root', 'out_root', 'cache_dir', 'git_sha', 'set_run_info', 'run_command',
+           'provenance', 'atomic_write', 'result_path', 'write_result', 'read_json', 'read_result', 'fmt_cell',
+           'render_table', 'write_table', 'save_figure', 'provenance_line', 'rel_error', 'test_rel_error',
+           'setup_logging', 'fmt_seconds', 'stage']
 
 # %% ../nbs/00_core.ipynb #35b437b1
 @dataclass(frozen=True)
@@ -21,6 +22,7 @@ class Profile:
     "How much work every experiment does; one named preset per row of `PROFILES`."
     name: str
     description: str
+    budget: str = ''              # the run time the settings aim at (a target, not a measurement)
     model: str = 'tiny-qwen3.5'   # target: 'tiny-qwen3.5', 'smollm2', 'qwen3.5-4b', a local path...
     device: str = 'cpu'           # 'cpu', 'cuda' or 'auto'
     dtype: str = 'float32'        # compute dtype of the target on this device
@@ -64,19 +66,19 @@ class Profile:
 
 # %% ../nbs/00_core.ipynb #fd565f13
 PROFILES = {p.name: p for p in [
-    Profile('ci', 'CPU, seconds per notebook: tiny random Qwen3.5 and tiny real data slices (tests only)'),
-    Profile('cpu', '2-core CPU, <= 30 min: SmolLM2-135M-Instruct, small but real', model='smollm2',
+    Profile('ci', 'CPU: tiny random Qwen3.5 and tiny real data slices (tests only)', 'seconds per notebook'),
+    Profile('cpu', '2-core CPU: SmolLM2-135M-Instruct, small but real', '<= 45 min on 2 cores', model='smollm2',
             eval_seq_len=512, eval_windows=16, eval_batch=4, mc_items=60, n_bootstrap=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             regen_prompts=64, regen_max_new=128, regen_batch=16, pack_len=512, calib_samples=16, calib_seq_len=512,
             qad_steps=240, qad_lr=3e-4, qad_sweep=(), qad_micro_batch=2, qad_eval_every=20),   # lr: the 60-step sweep of 3e-4/1e-3/3e-3 (qad.json at a05dcaf) kept 3e-4; its curve was still falling at step 60
-    Profile('gpu', 'one GPU, <= 30 min: SmolLM2 with larger data; Qwen3.5-4B/9B shapes for speed', model='smollm2',
+    Profile('gpu', 'one GPU: SmolLM2 with larger data; Qwen3.5-4B/9B shapes for speed', '<= 9 min per notebook on an H200', model='smollm2',
             device='cuda', dtype='bfloat16', eval_seq_len=512, eval_windows=128, eval_batch=16, mc_items=1000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             n_bootstrap=1000, regen_prompts=512, regen_max_new=256, regen_batch=64, pack_len=1024,
             calib_samples=128, calib_seq_len=512, awq_n_grid=20, qad_steps=600, qad_lr=1e-4, qad_sweep=(3e-5, 3e-4), qad_micro_batch=8,
             qad_eval_every=50),
-    Profile('paper', "GPUs, days: real Qwen3.5-4B/9B by --model PATH with the seeds' hyperparameters", model='qwen3.5-4b',
+    Profile('paper', "GPUs: real Qwen3.5-4B/9B by --model PATH with the seeds' hyperparameters", 'days', model='qwen3.5-4b',
             device='cuda', dtype='bfloat16', eval_seq_len=2048, eval_windows=512, eval_batch=8, mc_items=100_000,
             mc_tasks=('boolq', 'piqa', 'hellaswag', 'mmlu', 'asdiv'),
             n_bootstrap=1000, regen_prompts=20_000, regen_max_new=2048, regen_temperature=0.6, regen_batch=64,
@@ -104,12 +106,14 @@ def set_determinism(seed:int=0, # seed for python, numpy and torch (all devices)
     random.seed(seed); np.random.seed(seed); torch.manual_seed(seed)   # manual_seed also seeds CUDA lazily
     if deterministic_algorithms: torch.use_deterministic_algorithms(True, warn_only=True)
 
-def set_threads(n:int|None=None):
-    "Cap intra-op threads (default: `OMP_NUM_THREADS` or all cores); returns the count used."
+def set_threads(n:int|None=None, # intra-op threads; None keeps torch's count (which follows OMP_NUM_THREADS at start-up)
+               ):
+    "Set torch's intra-op thread count when `n` is given; returns the count in use."
     import torch
-    n = n or int(os.environ.get('OMP_NUM_THREADS', 0)) or os.cpu_count() or 1
-    torch.set_num_threads(n)
-    return n
+    if n is not None:
+        if n < 1: raise ValueError(f'set_threads(n={n}): need at least one thread')
+        torch.set_num_threads(n)
+    return torch.get_num_threads()
 
 def resolve_device(device:str='auto')->str:
     "'auto' → 'cuda' when a GPU is present, else 'cpu'. Asking for 'cuda' without one is an error."
@@ -167,10 +171,12 @@ def cache_dir()->Path:
 
 # %% ../nbs/00_core.ipynb #d6b5a8b6
 _VERSIONED = ('effqwen', 'torch', 'transformers', 'llmcompressor', 'compressed-tensors', 'datasets', 'accelerate', 'triton')
+_RUN = {}   # what this process runs, as `set_run_info` recorded it
+
+def _pname(profile:str|Profile)->str: return profile.name if isinstance(profile, Profile) else profile
 
 def git_sha()->str:
-    "Commit of the checkout, with '-dirty' when tracked files differ from it; 'unknown' outside git (`EFFQWEN_GIT_SHA` overrides)."
-    if os.environ.get('EFFQWEN_GIT_SHA'): return os.environ['EFFQWEN_GIT_SHA']   # a copied checkout whose .git is stale (GPU runs)
+    "Commit of the checkout, with '-dirty' when tracked files differ from it; 'unknown' where there is no git checkout."
     try:
         root = repo_root()
         sha = subprocess.run(['git', 'rev-parse', 'HEAD'], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
@@ -178,14 +184,28 @@ def git_sha()->str:
         return sha + ('-dirty' if dirty else '')
     except (OSError, subprocess.CalledProcessError): return 'unknown'
 
+def set_run_info(command:str|None=None, # what runs: a command line, or a notebook and its parameters
+                 git_sha:str|None=None, # the commit of the code, as given by whoever started the run (None: ask git)
+                ):
+    "Record what this process runs, for the provenance of every result it writes (`effqwen reproduce` calls it in each notebook's kernel)."
+    _RUN.clear(); _RUN.update({k: v for k, v in dict(command=command, git_sha=git_sha).items() if v})
+
+def run_command()->str:
+    "What this process runs: as recorded by `set_run_info`, else the command line (a notebook opened by hand says so)."
+    if 'command' in _RUN: return _RUN['command']
+    ipy = sys.modules.get('IPython')
+    if ipy is not None and ipy.get_ipython() is not None: return 'a notebook or IPython shell, run by hand'
+    return shlex.join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv and sys.argv[0] else 'python'
+
 def provenance(profile:str|Profile, device:str='auto')->dict:
-    "The stamp every result carries: profile, git sha, device, package versions, date."
+    "The stamp every result carries: profile, model, commit, the command that ran, device, package versions, date."
     vers = {}
     for p in _VERSIONED:
         try: vers[p] = metadata.version(p)
         except metadata.PackageNotFoundError: pass
-    return dict(profile=profile.name if isinstance(profile, Profile) else profile, git_sha=git_sha(),
-                device=device_name(device), python=platform.python_version(), packages=vers,
+    sha = dict(git_sha=_RUN['git_sha'], git_sha_from='given by the command') if 'git_sha' in _RUN else dict(git_sha=git_sha())
+    return dict(profile=_pname(profile), **(dict(model=profile.model) if isinstance(profile, Profile) else {}), **sha,
+                command=run_command(), device=device_name(device), python=platform.python_version(), packages=vers,
                 date=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec='seconds'))
 
 # %% ../nbs/00_core.ipynb #a9fc05ad
@@ -200,8 +220,6 @@ def atomic_write(path:Path|str, data:str|bytes):
     except BaseException:
         Path(tmp).unlink(missing_ok=True); raise
     return path
-
-def _pname(profile:str|Profile)->str: return profile.name if isinstance(profile, Profile) else profile
 
 def result_path(name:str, # product stem, e.g. 'baseline' or 'kernels_h200'
                 profile:str|Profile, # the profile that made it: part of the file name
@@ -300,7 +318,38 @@ def test_rel_error(out, ref, tol:float=1e-3, msg:str=''):
     return e
 
 # %% ../nbs/00_core.ipynb #0c482de2
+LOG_FORMAT = '%(asctime)s %(name)s %(levelname)s %(message)s'
+
+class _StderrHandler(logging.StreamHandler):
+    "A stream handler bound to the current `sys.stderr`, not the one at set-up (a notebook kernel swaps it per cell)."
+    _sys = sys   # kept on the class: a notebook namespace may be gone when logging flushes at exit
+    def __init__(self): super().__init__(sys.stderr)
+    @property
+    def stream(self): return self._sys.stderr
+    @stream.setter
+    def stream(self, value): pass
+
 def setup_logging(level=logging.INFO):
-    "Route effqwen's log records to stderr with timestamps."
-    logging.basicConfig(level=level, format='%(asctime)s %(name)s %(levelname)s %(message)s', stream=sys.stderr)
-    return logging.getLogger('effqwen')
+    "Route effqwen's log records to stderr with timestamps (once per process); returns the `effqwen` logger."
+    lg = logging.getLogger('effqwen')
+    if not any(isinstance(h, _StderrHandler) for h in lg.handlers):
+        h = _StderrHandler(); h.setFormatter(logging.Formatter(LOG_FORMAT)); lg.addHandler(h)
+    lg.setLevel(level); lg.propagate = False
+    return lg
+
+def fmt_seconds(s:float)->str:
+    "'42 s', '3 min 05 s', '1 h 52 min'."
+    s = round(s)
+    if s < 60: return f'{s} s'
+    if s < 3600: return f'{s // 60} min {s % 60:02d} s'
+    return f'{s // 3600} h {s % 3600 // 60:02d} min'
+
+@contextlib.contextmanager
+def stage(name:str): # what the step does, e.g. 'QAD training'
+    "Time one step of an experiment: logs '<name> done in <time>' (or 'failed after') on the `effqwen.stage` logger."
+    if not logging.getLogger('effqwen').handlers: setup_logging()
+    log, t0 = logging.getLogger('effqwen.stage'), time.perf_counter()
+    try: yield
+    except BaseException:
+        log.warning('%s failed after %s', name, fmt_seconds(time.perf_counter() - t0)); raise
+    log.info('%s done in %s', name, fmt_seconds(time.perf_counter() - t0))

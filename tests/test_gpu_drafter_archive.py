@@ -121,22 +121,3 @@ def test_record_regen_run(tmp_path, monkeypatch):
     runs = G.regen_runs(tmp_path, 'bf16')
     assert [(r['answered'], r['seconds'], r['static'], r['gqa']) for r in runs] == [(12, 3.0, True, True), (5, 1.0, False, False)]
     assert G.regen_runs(tmp_path, 'int4') == [] and not list(tmp_path.glob('*.tmp'))
-
-def test_bundle_resplit(tmp_path):
-    "device_bundle.py --resplit: the same tar in smaller parts, each with its sha256, which gpu_drafter's unpack accepts."
-    import shutil
-    _b = pathlib.Path(__file__).resolve().parents[1]/'scripts'/'device_bundle.py'
-    spec = importlib.util.spec_from_file_location('device_bundle', _b); D = importlib.util.module_from_spec(spec); spec.loader.exec_module(D)
-    members = {'a.bin': bytes(range(256)) * 40, 'b.json': b'{"x": 1}'}
-    man = D.write_bundle(members, tmp_path/'big', part_mb=0.006)               # 6,000-byte parts
-    new = D.resplit(tmp_path/'big', tmp_path/'small', part_mb=0.004)
-    assert len(new['parts']) > len(man['parts']) and new['tar_sha256'] == man['tar_sha256'] and new['members'] == man['members']
-    assert all(p['bytes'] <= 4000 for p in new['parts'])
-    with pytest.raises(ValueError, match='elsewhere'): D.resplit(tmp_path/'small', tmp_path/'small', 0.004)
-    work = tmp_path/'work'
-    for i in range(1, len(new['parts']) + 1):                                   # as device_send.sh lays them out
-        (work/'parts'/f'p{i}').mkdir(parents=True); shutil.copy(tmp_path/'small'/f'p{i}'/'part', work/'parts'/f'p{i}'/'part')
-    out = G.unpack_bundle(work, new)
-    assert {f.name: f.read_bytes() for f in out.iterdir()} == members
-    (work/'parts'/'p1'/'part').write_bytes(b'x')                                # a damaged part is refused
-    with pytest.raises(ValueError, match='part 1'): G.unpack_bundle(work, new)
