@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse, ast, datetime, hashlib, importlib, json, logging, os, re, shlex, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 from .core import (PROFILES, Profile, atomic_write, device_key, device_name, fmt_seconds, get_profile, git_sha,
-                          read_json, repo_root, result_path, run_command, set_run_info, setup_logging, write_result)
+                          out_root, read_json, repo_root, result_path, run_command, set_run_info, setup_logging, write_result)
 
 log = logging.getLogger('effqwen.cli')
 
@@ -202,6 +202,8 @@ def reproduce(profile:str='cpu', # profile name (see `effqwen profiles`)
             run_notebook(nb, run_dir/nb.name, params, nbs_dir, f'{tag}: ', python_path,
                          dict(command=f"{command} [{nb.name}: {', '.join(f'{k}={v!r}' for k, v in params.items())}]", git_sha=git_sha))
             ok = True
+            docs = out_root(p)/'docs'/p.name; docs.mkdir(parents=True, exist_ok=True)   # the executed notebook, readable without running
+            shutil.copyfile(run_dir/nb.name, docs/nb.name)
         finally:
             rec = record_notebook(p, nb.stem, time.perf_counter() - t0, ok, command, [e.stem for e in every], git_sha)
         log.info('%s done in %s', tag, fmt_seconds(time.perf_counter() - t0))
