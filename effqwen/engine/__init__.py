@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/12_engine.ipynb #d2076679
+# %% ../../nbs/12_engine.ipynb #4c616cd5
 from . import options as _m1, ops as _m2, head as _m3, spec as _m4, engine as _m5
 from .options import *
 from .ops import *

@@ -5,7 +5,7 @@
 # %% auto #0
 __all__ = []
 
-# %% ../../nbs/11_kernels.ipynb #9dd1ec76
+# %% ../../nbs/11_kernels.ipynb #44455789
 from . import layouts as _m1, tuning as _m2, triton as _m3, gluon as _m4, linear as _m5
 from .layouts import *
 from .tuning import *
