@@ -462,7 +462,7 @@ def _launch(fmt:str, x, w, s, M:int, N:int, K:int, group:int, Q:int, cfg:KernelC
     tc = cfg.kernel == 'tc'
     if not tc and M != 1: raise ValueError(f"config kernel 'mv' needs M = 1, got M={M}: use 'tc' or 'dequant'")
     bk = fit_block_k(cfg.block_k, K, group, le_group=tc)
-    if fmt == 'bcq' and bk < 32: raise ValueError(f'BCQ needs block_k >= 32, got {bk}')
+    if fmt == 'bcq' and bk < (64 if tc and not INTERPRET else 32): raise ValueError(f'BCQ needs block_k >= {64 if tc else 32} here, got {bk}: use the dequant config for groups of 32')
     bm = max(16, min(64, triton.next_power_of_2(M))) if tc else 1
     grid = (triton.cdiv(N, cfg.block_n), cfg.split_k, triton.cdiv(M, bm))
     ws = torch.empty(cfg.split_k, M, N, dtype=torch.float32, device=x.device) if cfg.split_k > 1 else y

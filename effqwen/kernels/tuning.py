@@ -54,7 +54,8 @@ def n_sms(device)->int:
 def default_config(fmt:str, # 'w4a16' or 'bcq'
                    M:int, N:int, K:int, group:int, device)->KernelConfig:
     "The rule's config for an (M, N, K) product of `fmt` (weights in the kernel layout)."
-    if M > 64: return KernelConfig('dequant', 4, 512, num_warps=2) if fmt == 'w4a16' else KernelConfig('dequant', 64, 64)
+    if M > 64 or (fmt == 'bcq' and M > 1 and group < 64):   # (BCQ's tensor-core kernel takes tiles of 64+ columns: groups of 64+)
+        return KernelConfig('dequant', 4, 512, num_warps=2) if fmt == 'w4a16' else KernelConfig('dequant', 64, 64)
     if M == 1:
         cfg = KernelConfig('mv', 128, 256, num_warps=4, num_stages=1)
         tiles, k_tiles = -(-N // cfg.block_n), K // fit_block_k(cfg.block_k, K, group, False)
