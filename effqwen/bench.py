@@ -160,7 +160,7 @@ def benchmark_linears(models=('Qwen3.5-4B', 'Qwen3.5-9B'), # keys of QWEN35_SHAP
             if shapes is None or name in shapes: uniq.setdefault(nk, []).append(f'{model}/{name}')
     uniq = dict(sorted(uniq.items(), key=lambda kv: not any(n.split('/')[1] in clean_l2 for n in kv[1])))  # key shape first
     copy_tbs = measure_copy_tbs()
-    res = dict(rows=rows, tuned=tuned, group=group, copy_tbs=copy_tbs, skipped=[],
+    res = dict(rows=rows, tuned=tuned, group=group, copy_tbs=copy_tbs, skipped=[], models=list(models), Ms=list(Ms), shapes=shapes,
                assumptions=dict(roofline_tbs=copy_tbs, bf16_tflops=BF16_TFLOPS, timer='CUDA-graph replay of 10 x (L2 flush, call) minus 10 x flush; median of 5',
                                 flush="memset of 256 MB (dirty L2); methods suffixed '@cleanL2' flushed by reading 256 MB instead",
                                 bytes='packed weight + scales + bf16 activations in and out', activations='bfloat16',
