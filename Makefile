@@ -47,8 +47,8 @@ sync-check: install
 # Two workers on a 2-core machine: one thread each (OMP_NUM_THREADS=2 per worker oversubscribes the cores, and small
 # torch ops then run 10-200x slower); the single-process runs below keep 2 threads.
 nbtest: assets
-	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers 2 --skip_file_re '^([_.]|15_kernels|2[0-9]_)'
-	TRITON_INTERPRET=1 $(VENV)/bin/nbdev_test --path nbs/15_kernels.ipynb
+	OMP_NUM_THREADS=1 $(VENV)/bin/nbdev_test --n_workers 2 --skip_file_re '^([_.]|11c_kernels_triton|2[0-9]_)'
+	TRITON_INTERPRET=1 $(VENV)/bin/nbdev_test --path nbs/11c_kernels_triton.ipynb
 
 # pytest exit 5 (no tests collected) is a failure of the suite, like any other non-zero exit.
 # Two workers (pytest-xdist), one thread each: most of the suite's time is Triton's interpreter (single-threaded Python,

@@ -30,6 +30,7 @@ setuptools.setup(
     author_email=cfg['author_email'],
     packages=setuptools.find_packages(include=['effqwen', 'effqwen.*']),
     include_package_data=True,
+    package_data={'effqwen.kernels': ['configs/*.json']},   # the tuned kernel picks per GPU model
     install_requires=requirements,
     extras_require={'dev': dev_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
