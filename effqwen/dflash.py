@@ -302,9 +302,11 @@ def _head_rows(self:DFlashDrafter, w:torch.Tensor)->torch.Tensor:
     return c[1]
 
 def _draft_logits(self:DFlashDrafter, h):
-    "Target LM head on drafter states, draft-vocabulary rows only (all rows without one); gradients reach `h`, never the head."
+    """Target LM head on drafter states, draft-vocabulary rows only (all rows without one); gradients reach `h`, never the head.
+    The head runs in its own dtype (a float32 drafter's states meet a bf16 target's head as bf16), so the logits are the head's."""
     if self._head is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
     w, d2t = getattr(self._head, 'weight', None), getattr(self, 'd2t', None)
+    if isinstance(w, torch.Tensor) and w.is_floating_point(): h = h.to(w.dtype)
     if isinstance(w, torch.Tensor) and type(self._head) is nn.Linear:
         b = None if self._head.bias is None else self._head.bias.detach()
         if d2t is None: return F.linear(h, w.detach(), b)
@@ -381,7 +383,8 @@ def _forward(self:DFlashDrafter,
     if ctx_pos is None: ctx_pos = torch.zeros(B, ctx.shape[1], dtype=torch.long, device=block_emb.device)
     if ctx.shape[-1] != self.fc.in_features:
         raise ValueError(f'context features have width {ctx.shape[-1]}, the drafter expects {self.fc.in_features} = {self.cfg.n_taps} taps x {self.cfg.hidden_size}')
-    if ctx.dtype != block_emb.dtype: ctx = ctx.to(block_emb.dtype)   # features stored in bf16 for a float32 drafter (train's DRAFTER_FEATURE_DTYPE)
+    dt = self.norm.weight.dtype                                       # the drafter computes in its own dtype: a float32 drafter
+    block_emb, ctx = block_emb.to(dt), ctx.to(dt)                     # reads a bf16 target's embeddings and features
     c = self.hidden_norm(self.fc(ctx))
     cs_c, cs_q = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.cfg.rope_theta), rope_cos_sin(block_pos, self.cfg.head_dim, self.cfg.rope_theta)
     all_ctx_pos = ctx_pos if cache is None or cache.pos is None else torch.cat([cache.pos, ctx_pos], 1)

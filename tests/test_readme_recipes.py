@@ -29,6 +29,7 @@ def _first_block(path:Path)->str:
     src = _sub(src, '.cuda()', '')
     src = _sub(src, 'texts = [...]', 'texts = [" ".join(f"word{i} item {i % 7} of the list." for i in range(j, j + 200)) for j in range(8)]')
     src = _sub(src, ', 512, 128)', ', 64, 8)')
+    src = _sub(src, 'calib[:8], calib[8:]', 'calib[:2], calib[2:]')
     src = _sub(src, "dict(id=[...], prompt=[...])", "dict(id=['a', 'b', 'c', 'd'], prompt=['Hi there.', 'What is 2 + 2?', 'Name a color.', 'Count to three.'])")
     return src
 
