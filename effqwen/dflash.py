@@ -18,9 +18,10 @@ log = logging.getLogger('effqwen.dflash')
 # %% auto #0
 __all__ = ['log', 'FLEX_DTYPE', 'FLEX_TRAIN', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm',
            'rope_cos_sin', 'apply_rope', 'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target',
-           'window_keep', 'DraftCache', 'sampling_probs', 'sample_anchors', 'block_attention_mask', 'block_mask_flex',
-           'packed_block_forward', 'target_features', 'block_labels', 'dflash_loss', 'cosine_with_warmup', 'held_loss',
-           'train_drafter', 'block_accuracy', 'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
+           'window_keep', 'DraftCache', 'sampling_probs', 'check_block_size', 'check_token_ids', 'vocab_rows',
+           'sample_anchors', 'block_attention_mask', 'block_mask_flex', 'packed_block_forward', 'target_features',
+           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'held_loss', 'train_drafter', 'block_accuracy',
+           'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -69,6 +70,13 @@ class DFlashConfig:
 
     def __post_init__(self):
         object.__setattr__(self, 'target_layer_ids', tuple(int(i) for i in self.target_layer_ids))
+        for f in ('hidden_size', 'vocab_size', 'num_target_layers', 'block_size', 'num_hidden_layers', 'num_attention_heads',
+                  'num_key_value_heads', 'head_dim', 'intermediate_size', 'max_position_embeddings'):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1): raise ValueError(f'DFlashConfig.{f}={v!r}: use an integer >= 1')
+        for f, lo in (('rms_norm_eps', 'be > 0'), ('rope_theta', 'be > 0'), ('initializer_range', 'be >= 0')):
+            v = getattr(self, f)
+            if not (isinstance(v, (int, float)) and (v > 0 or (v == 0 and f == 'initializer_range'))): raise ValueError(f'DFlashConfig.{f}={v!r}: must {lo}')
         if self.block_size < 2: raise ValueError(f'block_size={self.block_size}: a block is [anchor, MASK x (B-1)], so B >= 2')
         if not self.target_layer_ids: raise ValueError('target_layer_ids is empty: tap at least one target layer (build_target_layer_ids)')
         if not all(0 <= i < self.num_target_layers for i in self.target_layer_ids):
@@ -452,6 +460,38 @@ def _propose(self:DFlashDrafter,
         q = q.new_zeros(q.shape[0], self.cfg.vocab_size).index_copy_(1, self.d2t.to(q.device), q)
     return tok, q
 DFlashDrafter.propose = _propose
+
+# %% ../nbs/08_dflash.ipynb #af649a0a
+def check_block_size(block_size:int|None, # B asked for (None: the drafter's)
+                     trained:int, # the block size the drafter was trained with
+                    )->int:
+    "The verify width B to use: `block_size`, or the drafter's when None; a `ValueError` unless 1 <= B <= trained."
+    if block_size is None: return trained
+    if not (isinstance(block_size, int) and not isinstance(block_size, bool)) or block_size < 1:
+        raise ValueError(f'block_size={block_size!r}: use an integer in [1, {trained}] (1 = plain decoding), or None for the drafter\'s {trained}')
+    if block_size > trained:
+        raise ValueError(f'block_size={block_size} exceeds the block the drafter was trained with ({trained}): its drafts past position '
+                         f'{trained - 1} would come from positions it never learned; use block_size <= {trained}, or None')
+    return block_size
+
+def check_token_ids(ids, # token ids: an integer tensor
+                    vocab_size:int, # the target's vocabulary (its embedding rows)
+                    what:str='input_ids', # the argument's name, for the message
+                   ):
+    "Raise `ValueError` unless `ids` is an integer tensor of ids in [0, vocab_size)."
+    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"{what} must be an integer tensor of token ids, got {got}: tokenize with the target's tokenizer "
+                         f"(return_tensors='pt') or convert with .long()")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{what} holds ids outside the target's vocabulary [0, {vocab_size}) (min {int(ids.min())}, max {int(ids.max())}): "
+                         f"use the target's own tokenizer")
+
+def vocab_rows(target)->int:
+    "Rows of the target's input embedding (its vocabulary), or `config.vocab_size` when it has none."
+    emb = target.get_input_embeddings() if hasattr(target, 'get_input_embeddings') else None
+    w = getattr(emb, 'weight', None)
+    return w.shape[0] if isinstance(w, torch.Tensor) else _text_config(target).vocab_size
 
 # %% ../nbs/08_dflash.ipynb #fe7c7974
 def sample_anchors(loss_mask:torch.Tensor, # bool (B, S): response positions

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .dflash import DFlashDrafter, DraftCache, packed_block_forward, target_features, window_keep
+from .dflash import DFlashDrafter, DraftCache, packed_block_forward, target_features, window_keep, check_block_size, check_token_ids
 from .quant import (IntQuantizer, GPTQ, quantize_linears, awq_smooth, rtn_quantize, hessian_error,
                            save_compressed, InputScaledLinear)
 
@@ -200,7 +200,8 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
     """Acceptance lengths per round that greedy speculative decoding (`effqwen.specdec.speculative_generate`, and the
     engine's `effqwen.engine.speculative_generate` with its `StaticDrafter`) would give with `drafter` on this
     continuation."""
-    B, T, P = block_size or drafter.cfg.block_size, ids.shape[1], prompt_len
+    check_token_ids(ids, drafter.cfg.vocab_size, 'ids')
+    B, T, P = check_block_size(block_size, drafter.cfg.block_size), ids.shape[1], prompt_len
     max_new, stops = T - P, set(stop_token_ids or [])
     y, cache, lens = ids[0].tolist(), DraftCache(), []
     n = 1                                                          # the prefill's token
