@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_dflash.ipynb #edc594f6
 from __future__ import annotations
-import json, logging, math, time, warnings
+import json, logging, math, os, time, warnings
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .core import atomic_write, read_json
 
 log = logging.getLogger('effqwen.dflash')
 
@@ -461,7 +462,7 @@ def _propose(self:DFlashDrafter,
     return tok, q
 DFlashDrafter.propose = _propose
 
-# %% ../nbs/08_dflash.ipynb #af649a0a
+# %% ../nbs/08_dflash.ipynb #fe8386c8
 def check_block_size(block_size:int|None, # B asked for (None: the drafter's)
                      trained:int, # the block size the drafter was trained with
                     )->int:
@@ -831,8 +832,10 @@ def save_drafter(drafter:DFlashDrafter, path:str|Path)->Path:
     "Write `config.json` + `model.safetensors` into `path`."
     from safetensors.torch import save_file
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    (path/'config.json').write_text(json.dumps(drafter.cfg.to_json(), indent=1) + '\n')
-    save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(path/'model.safetensors'))
+    tmp = path/'.model.safetensors.tmp'                           # weights then config, each whole or not at all
+    save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(tmp))
+    os.replace(tmp, path/'model.safetensors')
+    atomic_write(path/'config.json', json.dumps(drafter.cfg.to_json(), indent=1) + '\n')
     return path
 
 DFlashDrafter.save_pretrained = lambda self, save_directory, **kw: save_drafter(self, save_directory)   # HF-style alias: ecosystem savers call it
@@ -860,11 +863,13 @@ def load_drafter(path:str|Path, target=None, # bind to this target (checks compa
     from safetensors.torch import load_file
     path = Path(path)
     if not (path/'config.json').exists(): raise ValueError(f'{path} has no config.json: not a DFlash drafter directory')
-    raw = json.loads((path/'config.json').read_text())
+    fix = 'save the drafter there again (save_drafter), or rerun the experiment that trained it'
+    raw = read_json(path/'config.json', fix)
     cfg = DFlashConfig.from_json(raw)
     if target is not None: check_target(cfg, target)
     d = DFlashDrafter(cfg)
-    sd = load_file(str(path/'model.safetensors'))
+    try: sd = load_file(str(path/'model.safetensors'))
+    except Exception as e: raise ValueError(f"{path/'model.safetensors'} does not load ({repr(e)[:160]}): the file is missing, truncated or damaged: {fix}") from None
     sd = {k.removeprefix('model.'): v for k, v in sd.items() if not k.endswith(('embed_tokens.weight', 'lm_head.weight'))}
     if any(k.endswith('.weight_packed') for k in sd): sd = _dequantize_packed(sd, raw.get('quantization_config') or {})
     for k in [k for k in sd if k.endswith('.input_scale')]:            # AWQ scales kept explicit (our format only)

@@ -281,6 +281,8 @@ def load_qad_target(profile, group_size:int=32, device:str='cpu', dtype=torch.fl
     "Load the QAD INT4 target saved by 21_qad; a clear error if that experiment has not run for this profile."
     from transformers import AutoModelForCausalLM
     d = qad_target_dir(profile, group_size)
-    if not (d/'config.json').exists():
-        raise FileNotFoundError(f'no QAD target at {d}: run `effqwen reproduce --profile {profile.name} --only 21_qad` first')
-    return AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype).to(device).eval()
+    run = f'effqwen reproduce --profile {profile.name} --only 21_qad'
+    if not (d/'config.json').exists(): raise FileNotFoundError(f'no QAD target at {d}: run `{run}` first')
+    try: m = AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype)
+    except Exception as e: raise ValueError(f'the QAD target at {d} does not load ({repr(e)[:160]}): it is truncated or damaged: delete {d} and run `{run}`') from None
+    return m.to(device).eval()
