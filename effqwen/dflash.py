@@ -622,8 +622,8 @@ def held_loss(drafter:DFlashDrafter, input_ids:torch.Tensor, feats:torch.Tensor,
               flex:bool=True, # on CUDA the flex BlockMask, as in training (the dense mask once flex has failed in this process)
              )->tuple[float, float]:
     """The training loss and accuracy on held-out chunks (eval mode, no grad; the same anchors at every call for one seed).
-    The dense mask is (B, 1, N·16, S + N·16) and every tile is computed: session 33's stage 1 spent 480 s on 3,121 steps
-    timed at 121 ms, and the other ~100 s (arithmetic from its record) are its 21 dense-mask calls on 64 chunks of 4,096 tokens."""
+    On a GPU it uses the flex BlockMask, as training does: the dense mask is (B, 1, N·16, S + N·16) and computes every
+    tile, which on long chunks costs as much as many training steps per evaluation."""
     drafter.eval(); g = torch.Generator().manual_seed(seed); dev = drafter.fc.weight.device
     flex = flex and 'no_grad_failed' not in _FLEX                         # (a failed no-grad compile is not retried at every call)
     tot = acc = n = 0.0
