@@ -353,8 +353,6 @@ def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target id
 DFlashDrafter.bind, DFlashDrafter.embed, DFlashDrafter.logits, DFlashDrafter.draft_logits = _bind, _embed_ids, _logits, _draft_logits
 DFlashDrafter.to_target, DFlashDrafter.set_draft_vocab = _to_target, _set_draft_vocab
 
-DFlashDrafter.bind, DFlashDrafter.embed, DFlashDrafter.logits = _bind, _embed_ids, _logits
-
 # %% ../nbs/08_dflash.ipynb #a4847846
 def window_keep(q_pos:torch.Tensor, # (B, Tq) query positions
                 k_pos:torch.Tensor, # (B, Tk) key positions (context keys first, then the block's)
