@@ -601,10 +601,10 @@ def dflash_loss(drafter:DFlashDrafter,
         t2d[d2t.to(labels.device)] = torch.arange(len(d2t), device=labels.device)
         labels = t2d[labels]; ok = ok & (labels >= 0)
     w = torch.exp(-(k - 1).clamp(min=0).float() / gamma).expand(B, N, bs)[ok]
-    logits = drafter.draft_logits(h[ok])                                    # only the rows that count: (n_ok, V or V_draft)
-    ce = F.cross_entropy(logits.float(), labels[ok], reduction='none')
+    logits = drafter.draft_logits(h[ok]).float()                            # only the rows that count: (n_ok, V or V_draft)
+    ce = F.cross_entropy(logits, labels[ok], reduction='none')
     loss = (ce * w).sum() / w.sum().clamp_min(1e-6)
-    acc = (logits.argmax(-1) == labels[ok]).float().mean() if len(w) else torch.tensor(0.)
+    acc = (logits.detach().argmax(-1) == labels[ok]).float().mean() if len(w) else torch.tensor(0.)
     return SimpleNamespace(loss=loss, acc=acc.item(), n_blocks=int(keep.sum()))
 
 # %% ../nbs/08_dflash.ipynb #a2e9f80e

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest, torch
 
 README = Path(__file__).resolve().parents[1]/'README.md'
-TINY_S = dict(group=32, new=8, pack=64, qad_steps=2, qad_lr=1e-4, layers=1, steps1=3, steps2=2,
+TINY_S = dict(group=32, new=4, pack=32, qad_steps=2, qad_lr=1e-4, layers=1, steps1=3, steps2=2,
               planes=(2, 3), groups=(64,), bcq_bits=2.5, distill_steps=2)
 
 def _blocks():
