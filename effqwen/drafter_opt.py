@@ -67,6 +67,7 @@ def calibration_passes(drafter:DFlashDrafter, items:list[SimpleNamespace])->list
 # %% ../nbs/10_drafter_opt.ipynb #39abee52
 def drafter_group_size(drafter:DFlashDrafter, preferred:int=128)->int:
     "Largest group in (preferred, 64, 32) dividing every drafter linear's input width (logs a fallback)."
+    if not (isinstance(preferred, int) and preferred > 0): raise ValueError(f'preferred={preferred!r}: use a positive group size (128, 64, 32)')
     widths = sorted({m.in_features for m in drafter.modules() if isinstance(m, nn.Linear)})
     for g in [preferred] + [g for g in (64, 32) if g < preferred]:
         if all(w % g == 0 for w in widths):
@@ -111,6 +112,7 @@ def quantize_drafter(drafter:DFlashDrafter, # bound drafter (left untouched)
                     )->tuple[DFlashDrafter, dict]:
     "A fake-quantized copy of the drafter and its export records {linear: codes/scales/...}."
     if method not in DRAFTER_PTQ: raise ValueError(f'method={method!r}: use one of {DRAFTER_PTQ}')
+    IntQuantizer(bits, group_size)                                   # checks bits and group_size before any work
     bad = {n: m.in_features for n, m in drafter.named_modules() if isinstance(m, nn.Linear) and m.in_features % group_size}
     if bad:
         n, w = next(iter(bad.items()))

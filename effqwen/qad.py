@@ -29,7 +29,7 @@ class FrozenGridLinear(nn.Module):
                 ):
         super().__init__()
         out_f, in_f = weight.shape
-        if scales.ndim != 2 or scales.shape[0] != out_f or in_f % scales.shape[1]:
+        if scales.ndim != 2 or scales.shape[0] != out_f or scales.shape[1] == 0 or in_f % scales.shape[1]:
             raise ValueError(f'scales {tuple(scales.shape)} do not fit weight {tuple(weight.shape)}: expected (out, in/group)')
         self.weight = nn.Parameter(weight.detach().float().clone())
         self.register_buffer('scales', scales.detach().float().clone())

@@ -625,7 +625,7 @@ def llmc_detach(model:nn.Module, # a model `oneshot` has run on (changed in plac
 def llmc_scheme(bits:int=4, group_size:int=128, sym:bool=True, targets:Sequence[str]=('Linear',)):
     "compressed-tensors weight-only scheme: INT-`bits`, per-group scales (W4A16 when bits=4)."
     from compressed_tensors.quantization import QuantizationScheme, QuantizationArgs
-    _check_bits(bits)
+    IntQuantizer(bits, group_size)                                   # checks bits and group_size
     return QuantizationScheme(targets=list(targets), weights=QuantizationArgs(num_bits=bits, type='int', symmetric=sym, strategy='group', group_size=group_size))
 
 def llmc_oneshot(model, # HF PreTrainedModel, quantized in place
