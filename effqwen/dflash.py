@@ -693,6 +693,10 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
     if keep_best and held is None: raise ValueError('keep_best=True needs held= and eval_every= (it keeps the lowest held-out loss)')
     if input_ids.shape != loss_mask.shape: raise ValueError(f'input_ids {tuple(input_ids.shape)} and loss_mask {tuple(loss_mask.shape)} differ')
     if steps < 1: raise ValueError(f'steps={steps}: need at least one step')
+    for k, v in dict(batch_size=batch_size, n_anchors=n_anchors).items():
+        if not (isinstance(v, int) and v >= 1): raise ValueError(f'{k}={v!r}: use an integer >= 1')
+    for k, v in dict(lr=lr, gamma=gamma).items():
+        if not v > 0: raise ValueError(f'{k}={v!r}: must be > 0')
     W = accelerator.num_processes if accelerator is not None else 1
     if grad_accum < 1 or batch_size % (W * grad_accum):
         raise ValueError(f'batch_size={batch_size} does not split over {W} process(es) x grad_accum={grad_accum}: use a multiple of {W * max(1, grad_accum)}')
