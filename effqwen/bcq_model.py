@@ -366,7 +366,10 @@ def candidate_schemes(in_features:int, # K of the linear
     suf = {64: '', 128: '_128', 256: '_256'}
     bad = [g for g in groups if g not in suf]
     if bad: raise ValueError(f'groups {bad}: the packed sa format has groups 64, 128 and 256')
-    return [f'sa{Q}{suf[g]}' for Q in planes for g in groups if in_features % g == 0]
+    out = [f'sa{Q}{suf[g]}' for Q in planes for g in groups if in_features % g == 0]
+    if not out: raise ValueError(f'no group in {tuple(groups)} divides in_features={in_features}: add one that does (64 divides '
+                                 f"SmolLM2's 576-wide inputs; the partial last 256-weight super-block is counted in bits/weight)")
+    return out
 
 def fit_bank(model:nn.Module, # the BF16 model (not modified)
              stages:list[tuple[list[str], Tensor]], # from `stage_hessians`
@@ -378,7 +381,11 @@ def fit_bank(model:nn.Module, # the BF16 model (not modified)
         from tqdm.auto import tqdm
         it = tqdm(stages, desc='BCQ fit bank', leave=False)
     for st, H in it:
-        cands = {n: list(schemes(n, model.get_submodule(n))) for n in st}
+        cands = {}
+        for n in st:                     # a linear without candidates would stay unquantized while bits/weight averages the others
+            try: cands[n] = list(schemes(n, model.get_submodule(n)))
+            except ValueError as e: raise ValueError(f'{n}: {e}') from None
+            if not cands[n]: raise ValueError(f'{n}: no candidate scheme, so the bank would leave it unquantized: give it schemes whose groups divide its inputs')
         for s in dict.fromkeys(x for c in cands.values() for x in c):
             ns = [n for n in st if s in cands[n]]
             outs = bcq_fn(lambda n: s, cfg)(ns, [model.get_submodule(n).weight.detach().float() for n in ns], H)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08_dflash.ipynb #edc594f6
 from __future__ import annotations
-import json, logging, math, time, warnings
+import json, logging, math, os, time, warnings
 from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 from types import SimpleNamespace
@@ -12,15 +12,17 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 import torch.nn.functional as F
+from .core import atomic_write, read_json
 
 log = logging.getLogger('effqwen.dflash')
 
 # %% auto #0
 __all__ = ['log', 'FLEX_DTYPE', 'FLEX_TRAIN', 'build_target_layer_ids', 'extract_context_feature', 'DFlashConfig', 'RMSNorm',
            'rope_cos_sin', 'apply_rope', 'SwiGLU', 'DFlashAttention', 'DFlashLayer', 'DFlashDrafter', 'check_target',
-           'window_keep', 'DraftCache', 'sampling_probs', 'sample_anchors', 'block_attention_mask', 'block_mask_flex',
-           'packed_block_forward', 'target_features', 'block_labels', 'dflash_loss', 'cosine_with_warmup', 'held_loss',
-           'train_drafter', 'block_accuracy', 'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
+           'window_keep', 'DraftCache', 'sampling_probs', 'check_block_size', 'check_token_ids', 'vocab_rows',
+           'sample_anchors', 'block_attention_mask', 'block_mask_flex', 'packed_block_forward', 'target_features',
+           'block_labels', 'dflash_loss', 'cosine_with_warmup', 'held_loss', 'train_drafter', 'block_accuracy',
+           'accept_lengths_at', 'walk_tau', 'save_drafter', 'load_drafter']
 
 # %% ../nbs/08_dflash.ipynb #61f39fcb
 def build_target_layer_ids(n_target_layers:int, # decoder layers of the target (L)
@@ -69,6 +71,13 @@ class DFlashConfig:
 
     def __post_init__(self):
         object.__setattr__(self, 'target_layer_ids', tuple(int(i) for i in self.target_layer_ids))
+        for f in ('hidden_size', 'vocab_size', 'num_target_layers', 'block_size', 'num_hidden_layers', 'num_attention_heads',
+                  'num_key_value_heads', 'head_dim', 'intermediate_size', 'max_position_embeddings'):
+            v = getattr(self, f)
+            if not (isinstance(v, int) and not isinstance(v, bool) and v >= 1): raise ValueError(f'DFlashConfig.{f}={v!r}: use an integer >= 1')
+        for f, lo in (('rms_norm_eps', 'be > 0'), ('rope_theta', 'be > 0'), ('initializer_range', 'be >= 0')):
+            v = getattr(self, f)
+            if not (isinstance(v, (int, float)) and (v > 0 or (v == 0 and f == 'initializer_range'))): raise ValueError(f'DFlashConfig.{f}={v!r}: must {lo}')
         if self.block_size < 2: raise ValueError(f'block_size={self.block_size}: a block is [anchor, MASK x (B-1)], so B >= 2')
         if not self.target_layer_ids: raise ValueError('target_layer_ids is empty: tap at least one target layer (build_target_layer_ids)')
         if not all(0 <= i < self.num_target_layers for i in self.target_layer_ids):
@@ -302,9 +311,11 @@ def _head_rows(self:DFlashDrafter, w:torch.Tensor)->torch.Tensor:
     return c[1]
 
 def _draft_logits(self:DFlashDrafter, h):
-    "Target LM head on drafter states, draft-vocabulary rows only (all rows without one); gradients reach `h`, never the head."
+    """Target LM head on drafter states, draft-vocabulary rows only (all rows without one); gradients reach `h`, never the head.
+    The head runs in its own dtype (a float32 drafter's states meet a bf16 target's head as bf16), so the logits are the head's."""
     if self._head is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
     w, d2t = getattr(self._head, 'weight', None), getattr(self, 'd2t', None)
+    if isinstance(w, torch.Tensor) and w.is_floating_point(): h = h.to(w.dtype)
     if isinstance(w, torch.Tensor) and type(self._head) is nn.Linear:
         b = None if self._head.bias is None else self._head.bias.detach()
         if d2t is None: return F.linear(h, w.detach(), b)
@@ -341,8 +352,6 @@ def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target id
 
 DFlashDrafter.bind, DFlashDrafter.embed, DFlashDrafter.logits, DFlashDrafter.draft_logits = _bind, _embed_ids, _logits, _draft_logits
 DFlashDrafter.to_target, DFlashDrafter.set_draft_vocab = _to_target, _set_draft_vocab
-
-DFlashDrafter.bind, DFlashDrafter.embed, DFlashDrafter.logits = _bind, _embed_ids, _logits
 
 # %% ../nbs/08_dflash.ipynb #a4847846
 def window_keep(q_pos:torch.Tensor, # (B, Tq) query positions
@@ -381,7 +390,8 @@ def _forward(self:DFlashDrafter,
     if ctx_pos is None: ctx_pos = torch.zeros(B, ctx.shape[1], dtype=torch.long, device=block_emb.device)
     if ctx.shape[-1] != self.fc.in_features:
         raise ValueError(f'context features have width {ctx.shape[-1]}, the drafter expects {self.fc.in_features} = {self.cfg.n_taps} taps x {self.cfg.hidden_size}')
-    if ctx.dtype != block_emb.dtype: ctx = ctx.to(block_emb.dtype)   # features stored in bf16 for a float32 drafter (train's DRAFTER_FEATURE_DTYPE)
+    dt = self.norm.weight.dtype                                       # the drafter computes in its own dtype: a float32 drafter
+    block_emb, ctx = block_emb.to(dt), ctx.to(dt)                     # reads a bf16 target's embeddings and features
     c = self.hidden_norm(self.fc(ctx))
     cs_c, cs_q = rope_cos_sin(ctx_pos, self.cfg.head_dim, self.cfg.rope_theta), rope_cos_sin(block_pos, self.cfg.head_dim, self.cfg.rope_theta)
     all_ctx_pos = ctx_pos if cache is None or cache.pos is None else torch.cat([cache.pos, ctx_pos], 1)
@@ -449,6 +459,38 @@ def _propose(self:DFlashDrafter,
         q = q.new_zeros(q.shape[0], self.cfg.vocab_size).index_copy_(1, self.d2t.to(q.device), q)
     return tok, q
 DFlashDrafter.propose = _propose
+
+# %% ../nbs/08_dflash.ipynb #fe8386c8
+def check_block_size(block_size:int|None, # B asked for (None: the drafter's)
+                     trained:int, # the block size the drafter was trained with
+                    )->int:
+    "The verify width B to use: `block_size`, or the drafter's when None; a `ValueError` unless 1 <= B <= trained."
+    if block_size is None: return trained
+    if not (isinstance(block_size, int) and not isinstance(block_size, bool)) or block_size < 1:
+        raise ValueError(f'block_size={block_size!r}: use an integer in [1, {trained}] (1 = plain decoding), or None for the drafter\'s {trained}')
+    if block_size > trained:
+        raise ValueError(f'block_size={block_size} exceeds the block the drafter was trained with ({trained}): its drafts past position '
+                         f'{trained - 1} would come from positions it never learned; use block_size <= {trained}, or None')
+    return block_size
+
+def check_token_ids(ids, # token ids: an integer tensor
+                    vocab_size:int, # the target's vocabulary (its embedding rows)
+                    what:str='input_ids', # the argument's name, for the message
+                   ):
+    "Raise `ValueError` unless `ids` is an integer tensor of ids in [0, vocab_size)."
+    if not isinstance(ids, torch.Tensor) or ids.dtype.is_floating_point or ids.dtype.is_complex or ids.dtype == torch.bool:
+        got = ids.dtype if isinstance(ids, torch.Tensor) else type(ids).__name__
+        raise ValueError(f"{what} must be an integer tensor of token ids, got {got}: tokenize with the target's tokenizer "
+                         f"(return_tensors='pt') or convert with .long()")
+    if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= vocab_size):
+        raise ValueError(f"{what} holds ids outside the target's vocabulary [0, {vocab_size}) (min {int(ids.min())}, max {int(ids.max())}): "
+                         f"use the target's own tokenizer")
+
+def vocab_rows(target)->int:
+    "Rows of the target's input embedding (its vocabulary), or `config.vocab_size` when it has none."
+    emb = target.get_input_embeddings() if hasattr(target, 'get_input_embeddings') else None
+    w = getattr(emb, 'weight', None)
+    return w.shape[0] if isinstance(w, torch.Tensor) else _text_config(target).vocab_size
 
 # %% ../nbs/08_dflash.ipynb #fe7c7974
 def sample_anchors(loss_mask:torch.Tensor, # bool (B, S): response positions
@@ -559,10 +601,10 @@ def dflash_loss(drafter:DFlashDrafter,
         t2d[d2t.to(labels.device)] = torch.arange(len(d2t), device=labels.device)
         labels = t2d[labels]; ok = ok & (labels >= 0)
     w = torch.exp(-(k - 1).clamp(min=0).float() / gamma).expand(B, N, bs)[ok]
-    logits = drafter.draft_logits(h[ok])                                    # only the rows that count: (n_ok, V or V_draft)
-    ce = F.cross_entropy(logits.float(), labels[ok], reduction='none')
+    logits = drafter.draft_logits(h[ok]).float()                            # only the rows that count: (n_ok, V or V_draft)
+    ce = F.cross_entropy(logits, labels[ok], reduction='none')
     loss = (ce * w).sum() / w.sum().clamp_min(1e-6)
-    acc = (logits.argmax(-1) == labels[ok]).float().mean() if len(w) else torch.tensor(0.)
+    acc = (logits.detach().argmax(-1) == labels[ok]).float().mean() if len(w) else torch.tensor(0.)
     return SimpleNamespace(loss=loss, acc=acc.item(), n_blocks=int(keep.sum()))
 
 # %% ../nbs/08_dflash.ipynb #a2e9f80e
@@ -578,8 +620,8 @@ def held_loss(drafter:DFlashDrafter, input_ids:torch.Tensor, feats:torch.Tensor,
               flex:bool=True, # on CUDA the flex BlockMask, as in training (the dense mask once flex has failed in this process)
              )->tuple[float, float]:
     """The training loss and accuracy on held-out chunks (eval mode, no grad; the same anchors at every call for one seed).
-    The dense mask is (B, 1, N·16, S + N·16) and every tile is computed: session 33's stage 1 spent 480 s on 3,121 steps
-    timed at 121 ms, and the other ~100 s (arithmetic from its record) are its 21 dense-mask calls on 64 chunks of 4,096 tokens."""
+    On a GPU it uses the flex BlockMask, as training does: the dense mask is (B, 1, N·16, S + N·16) and computes every
+    tile, which on long chunks costs as much as many training steps per evaluation."""
     drafter.eval(); g = torch.Generator().manual_seed(seed); dev = drafter.fc.weight.device
     flex = flex and 'no_grad_failed' not in _FLEX                         # (a failed no-grad compile is not retried at every call)
     tot = acc = n = 0.0
@@ -651,6 +693,10 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
     if keep_best and held is None: raise ValueError('keep_best=True needs held= and eval_every= (it keeps the lowest held-out loss)')
     if input_ids.shape != loss_mask.shape: raise ValueError(f'input_ids {tuple(input_ids.shape)} and loss_mask {tuple(loss_mask.shape)} differ')
     if steps < 1: raise ValueError(f'steps={steps}: need at least one step')
+    for k, v in dict(batch_size=batch_size, n_anchors=n_anchors).items():
+        if not (isinstance(v, int) and v >= 1): raise ValueError(f'{k}={v!r}: use an integer >= 1')
+    for k, v in dict(lr=lr, gamma=gamma).items():
+        if not v > 0: raise ValueError(f'{k}={v!r}: must be > 0')
     W = accelerator.num_processes if accelerator is not None else 1
     if grad_accum < 1 or batch_size % (W * grad_accum):
         raise ValueError(f'batch_size={batch_size} does not split over {W} process(es) x grad_accum={grad_accum}: use a multiple of {W * max(1, grad_accum)}')
@@ -788,8 +834,10 @@ def save_drafter(drafter:DFlashDrafter, path:str|Path)->Path:
     "Write `config.json` + `model.safetensors` into `path`."
     from safetensors.torch import save_file
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
-    (path/'config.json').write_text(json.dumps(drafter.cfg.to_json(), indent=1) + '\n')
-    save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(path/'model.safetensors'))
+    tmp = path/'.model.safetensors.tmp'                           # weights then config, each whole or not at all
+    save_file({k: v.detach().contiguous().cpu() for k, v in drafter.state_dict().items()}, str(tmp))
+    os.replace(tmp, path/'model.safetensors')
+    atomic_write(path/'config.json', json.dumps(drafter.cfg.to_json(), indent=1) + '\n')
     return path
 
 DFlashDrafter.save_pretrained = lambda self, save_directory, **kw: save_drafter(self, save_directory)   # HF-style alias: ecosystem savers call it
@@ -817,11 +865,13 @@ def load_drafter(path:str|Path, target=None, # bind to this target (checks compa
     from safetensors.torch import load_file
     path = Path(path)
     if not (path/'config.json').exists(): raise ValueError(f'{path} has no config.json: not a DFlash drafter directory')
-    raw = json.loads((path/'config.json').read_text())
+    fix = 'save the drafter there again (save_drafter), or rerun the experiment that trained it'
+    raw = read_json(path/'config.json', fix)
     cfg = DFlashConfig.from_json(raw)
     if target is not None: check_target(cfg, target)
     d = DFlashDrafter(cfg)
-    sd = load_file(str(path/'model.safetensors'))
+    try: sd = load_file(str(path/'model.safetensors'))
+    except Exception as e: raise ValueError(f"{path/'model.safetensors'} does not load ({repr(e)[:160]}): the file is missing, truncated or damaged: {fix}") from None
     sd = {k.removeprefix('model.'): v for k, v in sd.items() if not k.endswith(('embed_tokens.weight', 'lm_head.weight'))}
     if any(k.endswith('.weight_packed') for k in sd): sd = _dequantize_packed(sd, raw.get('quantization_config') or {})
     for k in [k for k in sd if k.endswith('.input_scale')]:            # AWQ scales kept explicit (our format only)

@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 
-from .dflash import DFlashDrafter, DraftCache, packed_block_forward, target_features, window_keep
+from .dflash import DFlashDrafter, DraftCache, packed_block_forward, target_features, window_keep, check_block_size, check_token_ids
 from .quant import (IntQuantizer, GPTQ, quantize_linears, awq_smooth, rtn_quantize, hessian_error,
                            save_compressed, InputScaledLinear)
 
@@ -67,6 +67,7 @@ def calibration_passes(drafter:DFlashDrafter, items:list[SimpleNamespace])->list
 # %% ../nbs/10_drafter_opt.ipynb #39abee52
 def drafter_group_size(drafter:DFlashDrafter, preferred:int=128)->int:
     "Largest group in (preferred, 64, 32) dividing every drafter linear's input width (logs a fallback)."
+    if not (isinstance(preferred, int) and preferred > 0): raise ValueError(f'preferred={preferred!r}: use a positive group size (128, 64, 32)')
     widths = sorted({m.in_features for m in drafter.modules() if isinstance(m, nn.Linear)})
     for g in [preferred] + [g for g in (64, 32) if g < preferred]:
         if all(w % g == 0 for w in widths):
@@ -111,6 +112,7 @@ def quantize_drafter(drafter:DFlashDrafter, # bound drafter (left untouched)
                     )->tuple[DFlashDrafter, dict]:
     "A fake-quantized copy of the drafter and its export records {linear: codes/scales/...}."
     if method not in DRAFTER_PTQ: raise ValueError(f'method={method!r}: use one of {DRAFTER_PTQ}')
+    IntQuantizer(bits, group_size)                                   # checks bits and group_size before any work
     bad = {n: m.in_features for n, m in drafter.named_modules() if isinstance(m, nn.Linear) and m.in_features % group_size}
     if bad:
         n, w = next(iter(bad.items()))
@@ -200,7 +202,8 @@ def replay_acceptance(drafter:DFlashDrafter, # bound drafter (greedy drafting)
     """Acceptance lengths per round that greedy speculative decoding (`effqwen.specdec.speculative_generate`, and the
     engine's `effqwen.engine.speculative_generate` with its `StaticDrafter`) would give with `drafter` on this
     continuation."""
-    B, T, P = block_size or drafter.cfg.block_size, ids.shape[1], prompt_len
+    check_token_ids(ids, drafter.cfg.vocab_size, 'ids')
+    B, T, P = check_block_size(block_size, drafter.cfg.block_size), ids.shape[1], prompt_len
     max_new, stops = T - P, set(stop_token_ids or [])
     y, cache, lens = ids[0].tolist(), DraftCache(), []
     n = 1                                                          # the prefill's token
@@ -281,17 +284,16 @@ class DrafterSize:
 
 DRAFTER_SIZES = {
     'ci': DrafterSize(steps1=8, steps2=4, batch=2, anchors=8),
-    'cpu': DrafterSize(layers=1, taps=3, steps1=480, steps2=60,   # 480: best held-out acc of the 120/480/960-step runs of scripts/drafter_cpu_probe.py
+    'cpu': DrafterSize(layers=1, taps=3, steps1=480, steps2=60,   # 480: the best held-out accuracy of 120 / 480 / 960 steps
                        batch=4, anchors=16, lr=6e-3, lr2=2e-3,
                        regen_prompts=128, int4_prompts=32, regen_max_new=128, draft_vocab=16384, pack_len=512,
                        eval_prompts=3, eval_long=1, long_tokens=1024, eval_new=32, calib_convs=16, awq_n_grid=10,
                        swa_long_tokens=2400, swa_prompts=1, swa_new=16),
     'gpu': DrafterSize(layers=2, taps=4, steps1=3000, steps2=1000, batch=16, anchors=128, lr=1e-3, lr2=3e-4,
-                       # lr: the recipe's 1e-3. The H200 stall (at 1e-3 and at 6e-3) was bf16 autocast: stage-1 pos-1 accuracy 0.02 on
-                       # its own training chunks, against 0.996 in float32 on the same 2048 prompts (data/results/drafter_gpu_bf16_autocast_train.json vs drafter_training_gpu.json
-                       # at commit 0b14e04).
-                       # Train drafters in float32 (TF32 matmuls) on the GPU.
-                       # data: 12K mixed prompts (the 2048 of `train_prompts` were only ~1.3K distinct and were memorised),
+                       # lr: the recipe's 1e-3, training in float32 (TF32 matmuls): under bf16 autocast stage 1 does not learn
+                       # (first-position accuracy 0.02 on its own training chunks, against 0.996 in float32 on the same prompts;
+                       # `git show lab-archive:data/results/drafter_gpu_bf16_autocast_train.json`).
+                       # data: 12K mixed prompts (`train_prompts` has only ~1.3K distinct ones, which drafters memorise),
                        # answered by both targets (stage 2 and direct train on the INT4 answers: as many as stage 1 gets)
                        regen_prompts=12288, int4_prompts=12288, regen_max_new=256, prompt_pool='mixed', draft_vocab=16384,
                        pack_len=1024, eval_prompts=32, eval_long=16,

@@ -10,7 +10,7 @@ from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from tqdm.auto import tqdm
-from .core import atomic_write
+from .core import atomic_write, read_json
 from .quant import qrange, quantize_sym, dequantize_sym
 
 log = logging.getLogger('effqwen.qad')
@@ -24,16 +24,19 @@ class FrozenGridLinear(nn.Module):
     "A linear layer whose weight is used through a frozen symmetric per-group INT-k grid (STE backward)."
     def __init__(self, weight:torch.Tensor, # (out, in) latent weights (the dequantized PTQ weights)
                  scales:torch.Tensor, # (out, in/g) frozen per-group scales
-                 bias:torch.Tensor|None=None, bits:int=4):
+                 bias:torch.Tensor|None=None, bits:int=4,
+                 dtype:torch.dtype|None=None, # the replaced linear's dtype, which `dequantized_model` gives back (default: the weight's)
+                ):
         super().__init__()
         out_f, in_f = weight.shape
-        if scales.ndim != 2 or scales.shape[0] != out_f or in_f % scales.shape[1]:
+        if scales.ndim != 2 or scales.shape[0] != out_f or scales.shape[1] == 0 or in_f % scales.shape[1]:
             raise ValueError(f'scales {tuple(scales.shape)} do not fit weight {tuple(weight.shape)}: expected (out, in/group)')
         self.weight = nn.Parameter(weight.detach().float().clone())
         self.register_buffer('scales', scales.detach().float().clone())
         self.bias = None if bias is None else nn.Parameter(bias.detach().float().clone(), requires_grad=False)
         self.bits, self.group_size = bits, in_f // scales.shape[1]
         self.in_features, self.out_features = in_f, out_f
+        self.orig_dtype = dtype or weight.dtype
 
     def codes(self)->torch.Tensor:
         "Integer codes of the current latent weights on the frozen grid, int8 (out, in)."
@@ -64,7 +67,7 @@ def to_frozen_grid(model:nn.Module, grid:dict, # module name -> (scales (out, in
         if latent == 'dequant':
             g = w.shape[1] // scales.shape[1]; qmin, qmax = qrange(bits)
             w = ((w.view(w.shape[0], -1, g) / scales.float()[..., None]).round().clamp(qmin, qmax) * scales.float()[..., None]).view_as(w)
-        fg = FrozenGridLinear(w, scales, lin.bias, bits).to(lin.weight.device)
+        fg = FrozenGridLinear(w, scales, lin.bias, bits, dtype=lin.weight.dtype).to(lin.weight.device)
         setattr(model.get_submodule(parent) if parent else model, child, fg)
     return model
 
@@ -105,20 +108,32 @@ class KLDistill(nn.Module):
         return total, mask.sum()
 
 # %% ../nbs/06_qad.ipynb #5d0b47dd
-@dataclass
+@dataclass(frozen=True)
 class QADConfig:
-    steps:int = 100
+    steps:int = 100            # optimizer steps (0: only the step-0 validation, the student stays the PTQ model)
     lr:float = 2e-6            # the seed's value at Qwen3.5 scale; small models need more (see the experiment's sweep)
     micro_batch:int = 4        # chunks per forward
     grad_accum:int = 1         # micro-batches per process per step
-    warmup_ratio:float = 0.03
-    clip:float = 1.0
+    warmup_ratio:float = 0.03  # share of the steps with a linear warmup, in [0, 1)
+    clip:float = 1.0           # gradient-norm clip
     weight_decay:float = 0.0
-    eval_every:int = 10
+    eval_every:int = 10        # validation KL every this many steps (and after the last)
     chunk:int = 128            # positions per KL chunk
     seed:int = 0
     optim:str = 'adamw'        # 'adamw' or 'adamw8bit' (bitsandbytes, GPU)
     restore_best:bool = True   # load the best-validation weights at the end (else keep the last step's)
+
+    def __post_init__(self):
+        def need(ok, field, what):
+            if not ok: raise ValueError(f'QADConfig.{field}={getattr(self, field)!r}: {what}')
+        isint = lambda v: isinstance(v, int) and not isinstance(v, bool)
+        need(isint(self.steps) and self.steps >= 0, 'steps', 'use an integer >= 0')
+        for f in ('micro_batch', 'grad_accum', 'eval_every', 'chunk'): need(isint(getattr(self, f)) and getattr(self, f) >= 1, f, 'use an integer >= 1')
+        need(isint(self.seed) and self.seed >= 0, 'seed', 'use an integer >= 0')
+        need(self.lr > 0, 'lr', 'must be > 0'); need(self.clip > 0, 'clip', 'must be > 0')
+        need(0 <= self.warmup_ratio < 1, 'warmup_ratio', 'must lie in [0, 1)')
+        need(self.weight_decay >= 0, 'weight_decay', 'must be >= 0')
+        need(self.optim in ('adamw', 'adamw8bit'), 'optim', "use 'adamw' or 'adamw8bit'")
 
 def _batch_indices(n_chunks:int, step:int, global_batch:int, seed:int)->torch.Tensor:
     "Chunk indices of one step's global batch (a fixed function of seed and step)."
@@ -163,8 +178,11 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
     hist = dict(step=[], train_kl=[], val_step=[], val_kl=[], best_step=0, best_val_kl=float('inf'), config=asdict(cfg))
     start, ckpt_dir = 0, Path(ckpt_dir) if ckpt_dir else None
     if ckpt_dir and (ckpt_dir/'last'/'history.json').exists():
-        acc.load_state(str(ckpt_dir/'last'/'state'))
-        hist = json.loads((ckpt_dir/'last'/'history.json').read_text()); start = hist['step'][-1] if hist['step'] else 0
+        fix = f'delete {ckpt_dir} to start this run afresh'
+        hist = read_json(ckpt_dir/'last'/'history.json', fix)
+        try: acc.load_state(str(ckpt_dir/'last'/'state'))
+        except Exception as e: raise ValueError(f"{ckpt_dir/'last'/'state'}: the saved training state does not load ({repr(e)[:200]}): {fix}") from None
+        start = hist['step'][-1] if hist['step'] else 0
         diff = {k: (v, asdict(cfg).get(k)) for k, v in hist.get('config', {}).items() if k != 'restore_best' and v != asdict(cfg).get(k)}
         if diff: raise ValueError(f'checkpoint {ckpt_dir} was written with a different QADConfig ' + ', '.join(f'{k}: saved {a} vs now {b}' for k, (a, b) in diff.items())
                                   + ': resume with the same config, or point ckpt_dir at a new folder')
@@ -219,22 +237,29 @@ def _save_last(acc, ckpt_dir, hist):
     acc.wait_for_everyone()
 
 def _load_best(ckpt_dir, student):
-    best = student.__dict__.pop('_qad_best', None) if ckpt_dir is None else torch.load(Path(ckpt_dir)/'best.pt')
+    if ckpt_dir is None: best = student.__dict__.pop('_qad_best', None)
+    else:
+        try: best = torch.load(Path(ckpt_dir)/'best.pt')
+        except Exception as e: raise ValueError(f"{Path(ckpt_dir)/'best.pt'}: the best-validation weights do not load ({repr(e)[:200]}): delete {ckpt_dir} and train again") from None
     if best is None: return
     params = dict(student.named_parameters())
+    if set(best) != {n for n, p in params.items() if p.requires_grad}:
+        raise ValueError(f"{Path(ckpt_dir)/'best.pt' if ckpt_dir else 'the in-memory best weights'} holds other weights than this student's trainable ones: delete {ckpt_dir} and train again")
     with torch.no_grad():
         for n, v in best.items(): params[n].copy_(v.to(params[n].device))
 
 # %% ../nbs/06_qad.ipynb #1855790b
 def dequantized_model(student:nn.Module)->nn.Module:
-    "A plain-`nn.Linear` copy of the student whose weights are codes × scales (what an INT4 checkpoint decodes to)."
+    """A plain-`nn.Linear` copy of the student whose weights are codes × scales (what an INT4 checkpoint decodes to), in
+    the dtype each linear had before `to_frozen_grid`: a bf16 model comes back all bf16."""
     import copy
     out = copy.deepcopy(student)
     for name, m in list(out.named_modules()):
         if isinstance(m, FrozenGridLinear):
-            lin = nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, device=m.weight.device)
-            lin.weight.data = dequantize_sym(m.codes(), m.scales, m.group_size)
-            if m.bias is not None: lin.bias.data = m.bias.data.clone()
+            lin = nn.Linear(m.in_features, m.out_features, bias=m.bias is not None, device=m.weight.device, dtype=m.orig_dtype)
+            with torch.no_grad():
+                lin.weight.copy_(dequantize_sym(m.codes(), m.scales, m.group_size))   # rounded once, to the model's dtype
+                if m.bias is not None: lin.bias.copy_(m.bias)
             parent, _, child = name.rpartition('.')
             setattr(out.get_submodule(parent) if parent else out, child, lin)
     return out
@@ -256,6 +281,8 @@ def load_qad_target(profile, group_size:int=32, device:str='cpu', dtype=torch.fl
     "Load the QAD INT4 target saved by 21_qad; a clear error if that experiment has not run for this profile."
     from transformers import AutoModelForCausalLM
     d = qad_target_dir(profile, group_size)
-    if not (d/'config.json').exists():
-        raise FileNotFoundError(f'no QAD target at {d}: run `effqwen reproduce --profile {profile.name} --only 21_qad` first')
-    return AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype).to(device).eval()
+    run = f'effqwen reproduce --profile {profile.name} --only 21_qad'
+    if not (d/'config.json').exists(): raise FileNotFoundError(f'no QAD target at {d}: run `{run}` first')
+    try: m = AutoModelForCausalLM.from_pretrained(str(d), dtype=dtype)
+    except Exception as e: raise ValueError(f'the QAD target at {d} does not load ({repr(e)[:160]}): it is truncated or damaged: delete {d} and run `{run}`') from None
+    return m.to(device).eval()

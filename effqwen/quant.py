@@ -5,7 +5,7 @@
 # %% ../nbs/05_quant.ipynb #541d526a
 from __future__ import annotations
 import contextlib, logging, math, re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Iterable, Protocol, Sequence, runtime_checkable
 import torch
 from torch import nn, Tensor
@@ -127,10 +127,15 @@ class IntQuantizer:
     bits:int = 4                            # bits per code
     group_size:int = 128                    # columns sharing one scale
     sym:bool = True                         # symmetric (signed codes) or asymmetric (unsigned codes + zero point)
-    scale_dtype:torch.dtype|None = None     # round scales to the export dtype so the fake-quant model matches the checkpoint
+    scale_dtype:torch.dtype|None = None     # round scales to the export dtype (`quantize_linears`: the layer's dtype when None)
     int_zero:bool = True                    # asymmetric: integer zero points (exportable); False: float offsets (Q4_1 grid)
 
-    def __post_init__(self): _check_bits(self.bits)
+    def __post_init__(self):
+        _check_bits(self.bits)
+        if not (isinstance(self.group_size, int) and not isinstance(self.group_size, bool) and self.group_size > 0):
+            raise ValueError(f'IntQuantizer.group_size={self.group_size!r}: use a positive integer that divides the layers\' in_features (32, 64, 128)')
+        if self.scale_dtype is not None and not (isinstance(self.scale_dtype, torch.dtype) and self.scale_dtype.is_floating_point):
+            raise ValueError(f'IntQuantizer.scale_dtype={self.scale_dtype!r}: use a float dtype (torch.bfloat16, torch.float16, torch.float32) or None')
     def fit(self, w:Tensor)->tuple[Tensor, Tensor]: return fit_grid(w, self.bits, self.sym, self.scale_dtype, self.int_zero)
     def quantize(self, w:Tensor, params)->Tensor:
         s, z = params
@@ -330,6 +335,11 @@ class _BlockTape:
         with torch.no_grad():
             return [_first_tensor(self.mods[b](h, *a, **kw)) for h, (a, kw) in zip(inputs, self.calls[b], strict=True)]
 
+def _layer_grid(q:GroupQuantizer, lin:nn.Linear)->GroupQuantizer:
+    "An `IntQuantizer` without `scale_dtype` on a layer that is not float32 rounds its scales to the layer's dtype, the one a checkpoint stores them in."
+    if isinstance(q, IntQuantizer) and q.scale_dtype is None and lin.weight.dtype != torch.float32: return replace(q, scale_dtype=lin.weight.dtype)
+    return q
+
 def _capture_inputs(passes:list[Callable], block:nn.Module, early:bool)->list[Tensor]:
     "Inputs of `block` on a calibration pass (each per-batch pass stops before the block runs)."
     got = []
@@ -357,9 +367,11 @@ def quantize_linears(model:nn.Module, # any module; its nn.Linear weights are re
     if method not in ('gptq', 'rtn'): raise ValueError(f"method={method!r}: use 'gptq' or 'rtn'")
     targets = select_linears(model, ignore, select)
     if not targets: raise ValueError('no nn.Linear matched: check `ignore`/`select`')
-    qzs = {n: make_quantizer(n, m) for n, m in targets.items()}
+    qzs = {n: _layer_grid(make_quantizer(n, m), m) for n, m in targets.items()}
     for n, m in targets.items():
-        if m.in_features % qzs[n].group_size:
+        g = getattr(qzs[n], 'group_size', None)
+        if not (isinstance(g, int) and not isinstance(g, bool) and g > 0): raise ValueError(f'{n}: group_size={g!r}: the quantizer needs a positive integer group_size')
+        if m.in_features % g:
             raise ValueError(f'{n}: group_size={qzs[n].group_size} does not divide in_features={m.in_features}: pick another group for this layer or ignore it')
     records = {}
     def finish(n, Wq, params, **extra):
@@ -613,7 +625,7 @@ def llmc_detach(model:nn.Module, # a model `oneshot` has run on (changed in plac
 def llmc_scheme(bits:int=4, group_size:int=128, sym:bool=True, targets:Sequence[str]=('Linear',)):
     "compressed-tensors weight-only scheme: INT-`bits`, per-group scales (W4A16 when bits=4)."
     from compressed_tensors.quantization import QuantizationScheme, QuantizationArgs
-    _check_bits(bits)
+    IntQuantizer(bits, group_size)                                   # checks bits and group_size
     return QuantizationScheme(targets=list(targets), weights=QuantizationArgs(num_bits=bits, type='int', symmetric=sym, strategy='group', group_size=group_size))
 
 def llmc_oneshot(model, # HF PreTrainedModel, quantized in place
@@ -707,6 +719,7 @@ def save_compressed(model:nn.Module, # HF PreTrainedModel holding the fake-quant
     ignore += [n for n, m in model.named_modules() if isinstance(m, nn.Linear) and n not in records and not matches(n, m, ignore)]
     bad = [n for n in records if matches(n, model.get_submodule(n), ignore)]
     if bad: raise ValueError(f'{bad[:3]} are quantized but matched by ignore: drop those patterns')
+    for n, r in records.items(): _check_decodes_to(n, r, model.get_submodule(n).weight)
     uniform = len(groups) == 1
     cfg_groups = {f'group_{i}': llmc_scheme(b, g, s, ['Linear'] if uniform else names) for i, ((b, g, s), names) in enumerate(groups.items())}
     m = model if inplace else _copy.deepcopy(model)
@@ -715,14 +728,9 @@ def save_compressed(model:nn.Module, # HF PreTrainedModel holding the fake-quant
     with torch.no_grad():
         for n, r in records.items():
             lin = m.get_submodule(n)
-            s = r['scales'].to(lin.weight_scale)
-            if not torch.equal(s.float(), r['scales'].float()): log.warning('%s: scales change when stored as %s; quantize with scale_dtype=%s to match', n, s.dtype, s.dtype)
-            lin.weight_scale.copy_(s)
-            if r['sym']: W = dequantize_sym(r['codes'], r['scales'], r['group_size'])
-            else:
-                lin.weight_zero_point.copy_((r['zeros'].to(torch.int16) - 2**(r['bits'] - 1)).to(lin.weight_zero_point.dtype))
-                W = dequantize_asym(r['codes'], r['scales'], r['zeros'], r['group_size'])
-            lin.weight.copy_(W.to(lin.weight))
+            if lin.weight_scale.dtype != lin.weight.dtype: raise RuntimeError(f'{n}: compressed-tensors made {lin.weight_scale.dtype} scales for a {lin.weight.dtype} weight')
+            lin.weight_scale.copy_(r['scales'])
+            if not r['sym']: lin.weight_zero_point.copy_((r['zeros'].to(torch.int16) - 2**(r['bits'] - 1)).to(lin.weight_zero_point.dtype))
     comp = ModelCompressor.from_pretrained_model(m, quantization_format='pack-quantized')
     comp.compress_model(m)
     type(m).save_pretrained(m, save_dir)   # the class's method: an instance override (llm-compressor's) may save another object
@@ -730,6 +738,25 @@ def save_compressed(model:nn.Module, # HF PreTrainedModel holding the fake-quant
     if tokenizer is not None: tokenizer.save_pretrained(save_dir)
     _check_written(save_dir, m, records)
     return save_dir
+
+def _decoded(r:dict, dtype:torch.dtype)->Tensor:
+    "The weight a checkpoint decodes a record to: codes × scales stored in `dtype`, rounded to `dtype` (as compressed-tensors computes it)."
+    s = r['scales'].to(dtype).float()
+    W = dequantize_sym(r['codes'], s, r['group_size']) if r['sym'] else dequantize_asym(r['codes'], s, r['zeros'], r['group_size'])
+    return W.to(dtype)
+
+def _check_decodes_to(n:str, r:dict, weight:Tensor):
+    "Raise unless the checkpoint would decode record `r` to exactly `weight`, the weight the model was evaluated with."
+    dt = weight.dtype                                    # compressed-tensors stores the scales in the weight's dtype
+    W = _decoded(r, dt).to(weight.device)
+    if torch.equal(W, weight.detach()): return
+    err = (W.float() - weight.detach().float()).abs().max().item()
+    if not torch.equal(r['scales'].to(dt).float(), r['scales'].float()):
+        raise ValueError(f'{n}: its scales are not {dt} numbers, and the checkpoint stores them as {dt}, so it would decode to other '
+                         f'weights than the model holds (max |dw| {err:.3g}): quantize with IntQuantizer(..., scale_dtype={dt}) '
+                         f'(quantize_linears does that for a {dt} layer when scale_dtype is None), or save a float32 model')
+    raise ValueError(f"{n}: the model's weight is not what its record decodes to (max |dw| {err:.3g}): pass the records of this "
+                     f"model, e.g. save_compressed(dequantized_model(student), qad_records(student), ...)")
 
 def _check_written(save_dir:str, m:nn.Module, records:dict):
     "Read a written checkpoint back: each stored tensor equals the compressed model's; unpacked codes equal the records'."

@@ -10,7 +10,8 @@ from types import SimpleNamespace
 import torch
 import torch.nn.functional as F
 
-from .dflash import DFlashDrafter, DraftCache, check_target, extract_context_feature, sampling_probs
+from .dflash import (DFlashDrafter, DraftCache, check_target, extract_context_feature, sampling_probs, check_block_size,
+                            check_token_ids, vocab_rows)
 
 log = logging.getLogger('effqwen.specdec')
 
@@ -167,6 +168,12 @@ def speculative_generate(target, # transformers causal LM (dense or hybrid Qwen3
                         )->SimpleNamespace:
     "Speculative decoding with a block drafter; returns output ids and acceptance statistics."
     prop = as_proposer(drafter)
+    V = vocab_rows(target)
+    check_token_ids(input_ids, V)
+    if stop_token_ids is not None:
+        if not all(isinstance(t, int) and not isinstance(t, bool) for t in stop_token_ids):
+            raise ValueError(f'stop_token_ids={list(stop_token_ids)!r}: use a list of integer token ids (e.g. [tokenizer.eos_token_id])')
+        check_token_ids(torch.tensor(list(stop_token_ids), dtype=torch.long), V, 'stop_token_ids')
     if input_ids.ndim != 2 or input_ids.shape[0] != 1: raise ValueError(f'input_ids must have shape (1, P), got {tuple(input_ids.shape)}: one sequence at a time')
     if max_new_tokens <= 0: raise ValueError(f'max_new_tokens={max_new_tokens}: must be >= 1')
     if temperature < 0: raise ValueError(f'temperature={temperature}: must be >= 0 (0 = greedy)')
@@ -176,8 +183,7 @@ def speculative_generate(target, # transformers causal LM (dense or hybrid Qwen3
         raise ValueError(f"prompt of {P} tokens + max_new_tokens={max_new_tokens} exceeds the target's context limit of {limit} "
                          f"positions (max_position_embeddings): shorten the prompt or lower max_new_tokens")
     if isinstance(drafter, DFlashDrafter): check_target(drafter.cfg, target)
-    B = block_size or prop.block_size
-    if B < 1: raise ValueError(f'block_size={B}: must be >= 1')
+    B = check_block_size(block_size, prop.block_size)
     from transformers import DynamicCache
     dev, stops = input_ids.device, set(stop_token_ids or [])
     cache = DynamicCache(config=target.config)

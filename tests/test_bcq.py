@@ -94,3 +94,15 @@ def test_sa4_beats_int4_rtn_after_packing():
         greedy = (bcq_dequant(*bcq_fit(W, 4, 64, 10, init='greedy')) - W).pow(2).sum()
         assert packed < int4, (packed.item(), int4.item())
         assert (bcq_dequant(codes, al) - W).pow(2).sum() <= greedy * (1 + 1e-5)
+
+
+def test_bcq_groups_that_do_not_divide_are_refused():
+    "A group that divides none of a layer's inputs is an error naming the width and the fix, never a silently skipped layer."
+    from effqwen.bcq_model import candidate_schemes
+    assert candidate_schemes(576, (2, 3), (64, 128)) == ['sa2', 'sa3']          # 128 does not divide 576: only g64 remains
+    with pytest.raises(ValueError, match=r'no group in \(128,\) divides in_features=576.*64 divides'):
+        candidate_schemes(576, (2, 3), (128,))
+    with pytest.raises(ValueError, match='does not divide in_features 576'):
+        gptq_bcq(torch.randn(8, 576), torch.eye(576), 2, 128)
+    with pytest.raises(ValueError, match='must be positive integers'):
+        gptq_bcq(torch.randn(8, 576), torch.eye(576), 2, 0)

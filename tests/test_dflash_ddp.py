@@ -24,10 +24,17 @@ def _train(out, grad_accum, world):
         torch.save(dict(state={k: v.detach().clone() for k, v in dr.state_dict().items()}, losses=r.losses), out)
 
 
+def _fresh_accelerate_state():
+    "Forked workers inherit accelerate's process-wide state: clear what an earlier test's Accelerator left, so the launch is a real 2-process run."
+    from accelerate.state import AcceleratorState, GradientState
+    AcceleratorState._reset_state(reset_partial_state=True); GradientState._reset_state()
+
+
 def test_ddp_two_processes_match_grad_accumulation(tmp_path):
     from accelerate import debug_launcher
     _setup()   # the forked workers inherit these imports (transformers' model code: ~20 s each to import on 2 busy cores);
                # no Accelerator before the launch: a forked worker would inherit its process state (one process, not DDP)
+    _fresh_accelerate_state()
     debug_launcher(_train, args=(str(tmp_path / 'ddp.pt'), 1, 2), num_processes=2)
     _train(str(tmp_path / 'single.pt'), 2, 1)
     ddp, single = torch.load(tmp_path / 'ddp.pt'), torch.load(tmp_path / 'single.pt')

@@ -27,8 +27,15 @@ def _train(out, grad_accum):
         torch.save({n: p.detach() for n, p in student.named_parameters() if p.requires_grad}, out)
 
 
+def _fresh_accelerate_state():
+    "Forked workers inherit accelerate's process-wide state: clear what an earlier test's Accelerator left, so the launch is a real 2-process run."
+    from accelerate.state import AcceleratorState, GradientState
+    AcceleratorState._reset_state(reset_partial_state=True); GradientState._reset_state()
+
+
 def test_ddp_two_processes_match_grad_accumulation(tmp_path):
     from accelerate import debug_launcher
+    _fresh_accelerate_state()
     debug_launcher(_train, args=(str(tmp_path / 'ddp.pt'), 1), num_processes=2)
     _train(str(tmp_path / 'single.pt'), 2)
     ddp, single = torch.load(tmp_path / 'ddp.pt'), torch.load(tmp_path / 'single.pt')

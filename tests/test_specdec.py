@@ -1,7 +1,7 @@
 """End-to-end checks of `effqwen.specdec` that are too slow for the notebook: speculative *sampling* on a tiny-vocabulary
 hybrid Qwen3.5 target must produce sequences distributed exactly as the target's own sampling (compared with the exact
 joint distribution of the first three tokens, computed by enumeration), and greedy losslessness over more prompts."""
-import itertools
+import itertools, re
 import pytest, torch
 import transformers
 from effqwen.dflash import DFlashConfig, DFlashDrafter, sampling_probs
@@ -59,3 +59,18 @@ def test_greedy_lossless_many_prompts(make):
         assert torch.equal(speculative_generate(target, drafter, prompt, 33).new_tokens, ref)
         for n in (1, 17):                                      # short budgets: shortened / skipped blocks
             assert torch.equal(speculative_generate(target, drafter, prompt, n).new_tokens, ref[:, :n])
+
+
+def test_bad_input_is_named():
+    "Float or out-of-vocabulary ids and block sizes outside [1, the drafter's] are ValueErrors that name the argument and the fix."
+    target = tiny_llama(0)
+    drafter = DFlashDrafter(DFlashConfig.for_target(target, mask_token_id=255, block_size=8)).bind(target)
+    pr = torch.tensor([[1, 2, 3]])
+    cases = [(dict(input_ids=pr.float()), 'input_ids must be an integer tensor'),
+             (dict(input_ids=torch.tensor([[1, 256]])), "outside the target's vocabulary [0, 256)"),
+             (dict(block_size=0), 'block_size=0'), (dict(block_size=9), 'exceeds the block the drafter was trained with (8)'),
+             (dict(stop_token_ids=[300]), 'stop_token_ids holds ids outside')]
+    for kw, msg in cases:
+        with pytest.raises(ValueError, match=re.escape(msg)):
+            speculative_generate(target, drafter, kw.pop('input_ids', pr), 4, **kw)
+    assert speculative_generate(target, drafter, pr, 4, block_size=8).new_tokens.shape == (1, 4)
