@@ -11,13 +11,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
 import torch, torch.nn as nn
-from ..kernels.tuning import INTERPRET, library_config, pdl
-from ..kernels.triton import w4a16_matmul, w4a16_dequantize_triton
+from ..kernels.tuning import INTERPRET, pdl
+from ..kernels.triton import w4a16_matmul
 from ..kernels.linear import W4A16Linear, fuse_linears, fragment_supported
 from ..kernels.gluon import fragment_available
 from .options import EngineOptions
 from .ops import *
-from .ops import _np2, _ARGMAX_BLOCK, _ATTN_CHUNK
+from .ops import _np2, _ATTN_CHUNK
 from .head import ArgmaxHead
 from .spec import speculative_generate
 from fastcore.basics import patch
@@ -98,13 +98,10 @@ def prefill_bucket(P:int, # prompt tokens
     return min(b, limit)
 
 def _prefill_linear(m, v:torch.Tensor)->torch.Tensor:
-    """A prompt's linear on a GPU: a W4A16 linear's kernels called directly (its custom op's arithmetic, without the op's
-    dispatch time per call): up to 64 rows the small-M kernel, beyond the dequantize kernel then cuBLAS. Else the module."""
+    """A prompt's linear on a GPU: a W4A16 linear's library kernels called directly (its custom op's arithmetic, without the
+    op's dispatch time per call; beyond 64 rows the dequantize kernel then cuBLAS). Else the module."""
     if type(m) is not W4A16Linear or not v.is_cuda: return m(v)
-    if v.shape[0] <= 64: y = w4a16_matmul(v.contiguous(), m.weight_packed, m.weight_scale, kernel_layout=True)
-    else:
-        c = library_config('w4a16', v.shape[0], m.out_features, m.in_features, m.group_size, v.dtype, v.device)
-        y = v @ w4a16_dequantize_triton(m.weight_packed, m.weight_scale, v.dtype, c.block_n, c.block_k, True, c.num_warps).T
+    y = w4a16_matmul(v.contiguous(), m.weight_packed, m.weight_scale, kernel_layout=True)
     return y if m.bias is None else y + m.bias.to(y.dtype)
 
 def _attn_gate(proj, dims):
@@ -161,8 +158,8 @@ class Engine:
         self.chunk_rule, self.chunk_gva, self.recurrent_rule = None, False, None
         if 'linear_attention' in cfg.layer_types:
             self.chunk_rule = hf_chunk_rule(self.device)   # (fla's kernel on a GPU where fla is installed)
-            if self.fused and (rule := fla_chunk_rule(self.device)) is not None:
-                self.chunk_rule, self.chunk_gva, self.recurrent_rule = rule, True, fla_recurrent_rule(self.device)
+            chunk, recurrent = fla_rules(self.device) if self.fused else (None, None)
+            if chunk is not None: self.chunk_rule, self.chunk_gva, self.recurrent_rule = chunk, True, recurrent
         self.graphs = {}
         self.setup(max_seq_len)
 
@@ -209,8 +206,6 @@ def setup(self:Engine, max_seq_len:int # longest sequence (prompt + generated + 
     self.n_keep = torch.ones(1, dtype=torch.long, device=dev)         # how many verified tokens `commit` keeps
     self.logits = torch.zeros(B, c.vocab_size, device=dev, dtype=dt)  # per block row (not written by an ArgmaxHead's steps)
     self.next_tok = torch.zeros(B, dtype=torch.long, device=dev)      # argmax per block row
-    P = -(-c.vocab_size // _ARGMAX_BLOCK)
-    self._amax = (torch.empty(B * P, device=dev, dtype=torch.float32), torch.empty(B * P, device=dev, dtype=torch.int32))
     self._argmax_only = isinstance(self.head, ArgmaxHead)             # its steps write tokens, not `logits`
     if self._argmax_only: self.head.setup(B, dev)
     self.out_ids = torch.zeros(max_seq_len + 1, dtype=torch.long, device=dev)   # decode writes token p at out_ids[p]
@@ -312,7 +307,6 @@ def _run(self:Engine, T:int, mode:str, ids:torch.Tensor|None=None,
     if self._argmax_only: return self.head.argmax_into(h, self.next_tok, *book)   # the BF16 head's argmax from INT8 weights
     logits = self.head(h)
     self.logits[:logits.shape[0]].copy_(logits)
-    if fz: return fused_argmax(logits, self.next_tok, self._amax, *book)   # argmax (and the decode bookkeeping) in two kernels
     self.next_tok[:logits.shape[0]].copy_(logits.argmax(-1))
     if mode == 'decode':
         self.pos.add_(1); self.tok[:1].copy_(self.next_tok[:1]); self.out_ids.index_copy_(0, self.pos, self.next_tok[:1])

@@ -5,10 +5,9 @@
 # %% auto #0
 __all__ = ['rms_norm', 'add_rms_norm', 'swiglu', 'unit_lower_solve', 'gated_rms_norm', 'gdn_mix', 'gdn_commit', 'gdn_decode',
            'gdn_verify', 'gdn_prefill', 'attn_qkv', 'gqa_attention', 'attn_cache', 'gated', 'attn_prefill',
-           'fused_add_rms_norm', 'fused_embed_rms_norm', 'fused_argmax', 'fused_swiglu', 'fused_gdn_decode',
-           'fused_gdn_verify', 'fused_gdn_commit', 'fla_chunk_rule', 'fla_recurrent_rule', 'hf_chunk_rule',
-           'fused_gdn_prefill', 'prefill_attention', 'fused_attn_prep', 'attn_partials', 'fused_attn_rows',
-           'block_attn']
+           'fused_add_rms_norm', 'fused_embed_rms_norm', 'fused_swiglu', 'fused_gdn_decode', 'fused_gdn_verify',
+           'fused_gdn_commit', 'fla_rules', 'hf_chunk_rule', 'fused_gdn_prefill', 'prefill_attention',
+           'fused_attn_prep', 'attn_partials', 'fused_attn_rows', 'block_attn']
 
 # %% ../../nbs/12b_engine_ops.ipynb #51c0e2da
 import torch, torch.nn.functional as F
@@ -249,32 +248,6 @@ if triton is not None:
         u = tl.load(gu_ptr + row * 2 * I + I + cols, mask=m, other=0.0).to(tl.float32)
         s = (g / (1.0 + tl.exp(-g))).to(dt).to(tl.float32)
         tl.store(out_ptr + row * I + cols, (s * u).to(dt), mask=m)
-
-    @triton.jit
-    def _argmax_part_kernel(x_ptr, V, pv_ptr, pi_ptr, P, BLOCK: tl.constexpr, PDL: tl.constexpr = False):
-        "Program (t, p): max and first index of logits row t over columns [p·BLOCK, (p+1)·BLOCK)."
-        _pdl_enter(PDL)
-        t = tl.program_id(0); p = tl.program_id(1)
-        o = p * BLOCK + tl.arange(0, BLOCK)
-        v = tl.load(x_ptr + t.to(tl.int64) * V + o, mask=o < V, other=float('-inf')).to(tl.float32)
-        mx, ix = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
-        tl.store(pv_ptr + t * P + p, mx); tl.store(pi_ptr + t * P + p, p * BLOCK + ix)
-
-    @triton.jit
-    def _argmax_final_kernel(pv_ptr, pi_ptr, P, next_ptr, tok_ptr, pos_ptr, out_ptr, BP: tl.constexpr, DECODE: tl.constexpr,
-                             PDL: tl.constexpr = False):
-        """Row t's argmax from its P partials (the first partial holding the max: torch's first index); DECODE (one row):
-        also the decode step's bookkeeping, pos += 1, tok[0] = out_ids[pos] = the token."""
-        _pdl_enter(PDL)
-        t = tl.program_id(0)
-        q = tl.arange(0, BP)
-        v = tl.load(pv_ptr + t * P + q, mask=q < P, other=float('-inf'))
-        mx, j = tl.max(v, 0, return_indices=True, return_indices_tie_break_left=True)
-        idx = tl.load(pi_ptr + t * P + j).to(tl.int64)
-        tl.store(next_ptr + t, idx)
-        if DECODE:
-            pos = tl.load(pos_ptr) + 1
-            tl.store(pos_ptr, pos); tl.store(tok_ptr, idx); tl.store(out_ptr + pos, idx)
 
 # %% ../../nbs/12b_engine_ops.ipynb #1e9b3dbf
 if triton is not None:
@@ -607,7 +580,6 @@ def _pdl(t:torch.Tensor)->dict:
     "Launch options of the small kernels: programmatic dependent launch where `pdl_on` (Hopper)."
     return dict(PDL=True, launch_pdl=True) if pdl_on(t.device) else {}
 
-_ARGMAX_BLOCK = 2048   # logits columns per program of the fused argmax (Qwen3.5's 248320: 122 programs a row)
 _GDN_BV, _GDN_WARPS = 32, 4   # value columns and warps per program of the one-token Gated-DeltaNet kernel
 _CONV_PREFILL_BT_WARPS = (32, 4)   # prefill conv kernel: tokens per program, warps
 _GDN_PREFILL_RECURRENT_MAX = 64   # prompts up to this many tokens: fla's one-kernel recurrent rule, not its chunk rule
@@ -641,23 +613,6 @@ def fused_embed_rms_norm(table:torch.Tensor, # (V, N) token embedding (contiguou
     _add_rms_norm_kernel[(M,)](table, table, w, xo, h, N, eps, ids, V, HAS_Y=False, OFFSET=offset, BLOCK=_np2(N), GATHER=True,
                                num_warps=_norm_warps(N), **_pdl(table))
     return xo, h
-
-def fused_argmax(logits:torch.Tensor, # (T, V) rows
-                 next_tok:torch.Tensor, # (>= T,) int64: row t's argmax is written to next_tok[t]
-                 scratch:tuple|None=None, # (values (T·P,) float32, indices (T·P,) int32), P = ceil(V / 2048)
-                 pos=None, tok=None, out_ids=None, # decode (T = 1): pos += 1, tok[0] = out_ids[pos] = the token, as well
-                 block:int=_ARGMAX_BLOCK, # logits columns per program of the first kernel
-                )->None:
-    "`next_tok[:T] = logits.argmax(-1)` (the first index of the max, as torch's) in two kernels, with the decode bookkeeping."
-    T, V = logits.shape
-    P = triton.cdiv(V, block)
-    pv, pi = scratch if scratch is not None else (logits.new_empty(T * P, dtype=torch.float32), logits.new_empty(T * P, dtype=torch.int32))
-    if pv.numel() < T * P: raise ValueError(f'argmax scratch of {pv.numel()} is too small for {T} rows of {V} ({T * P})')
-    dec = pos is not None
-    if dec and T != 1: raise ValueError(f'fused_argmax with the decode bookkeeping takes one row, got {T}')
-    _argmax_part_kernel[(T, P)](logits, V, pv, pi, P, BLOCK=block, num_warps=4, **_pdl(logits))
-    _argmax_final_kernel[(T,)](pv, pi, P, next_tok, tok if dec else next_tok, pos if dec else next_tok, out_ids if dec else next_tok,
-                               BP=_np2(P), DECODE=dec, num_warps=4, **_pdl(logits))
 
 def fused_swiglu(gu:torch.Tensor # (M, 2I) fused [gate | up]
                 )->torch.Tensor:
@@ -708,19 +663,12 @@ def fused_gdn_commit(S, conv_buf, xs, ks, vs, cs, # state, conv window (updated 
                                                                          BV=bv, KC=KC, KCP=_np2(KC), BC=BC, num_warps=4)
 
 # %% ../../nbs/12b_engine_ops.ipynb #7c25db09
-def fla_chunk_rule(device)->'callable|None':
-    "flash-linear-attention's `chunk_gated_delta_rule` on a CUDA device where it is installed, else None (never imported on a CPU)."
-    if torch.device(device).type != 'cuda': return None   # (transformers would then switch to it on the CPU too)
-    try: from fla.ops.gated_delta_rule import chunk_gated_delta_rule
-    except Exception: return None
-    return chunk_gated_delta_rule
-
-def fla_recurrent_rule(device)->'callable|None':
-    "flash-linear-attention's `fused_recurrent_gated_delta_rule` where `fla_chunk_rule` is used, else None."
-    if fla_chunk_rule(device) is None: return None
-    try: from fla.ops.gated_delta_rule import fused_recurrent_gated_delta_rule
-    except Exception: return None
-    return fused_recurrent_gated_delta_rule
+def fla_rules(device)->tuple:
+    "flash-linear-attention's (`chunk_gated_delta_rule`, `fused_recurrent_gated_delta_rule`) on a CUDA device where it is installed, else (None, None) (never imported on a CPU)."
+    if torch.device(device).type != 'cuda': return None, None   # (transformers would then switch to it on the CPU too)
+    try: from fla.ops.gated_delta_rule import chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
+    except Exception: return None, None
+    return chunk_gated_delta_rule, fused_recurrent_gated_delta_rule
 
 def hf_chunk_rule(device)->'callable':
     "transformers' Qwen3.5 `torch_chunk_gated_delta_rule` (on a CPU unwrapped: where fla is installed transformers wraps it to call fla)."
@@ -731,7 +679,7 @@ def hf_chunk_rule(device)->'callable':
 
 def fused_gdn_prefill(proj, conv_buf, S, conv_w, neg_a, dt_bias, norm_w, dims, chunk_rule=None,
                       gva:bool=False, # `chunk_rule` takes q/k with Hk heads and v with Hv (flash-linear-attention's kernel)
-                      recurrent_rule=None, # same contract, for prompts of <= 64 tokens (`fla_recurrent_rule`)
+                      recurrent_rule=None, # same contract, for prompts of <= 64 tokens (`fla_rules`)
                       n_real:torch.Tensor|None=None, # (1,) device count of real rows when the prompt is padded (rows past it: no effect)
                      ):
     "Prefill from empty states (same contract as `gdn_prefill`): Triton conv, `chunk_rule`, Triton gated norm."

@@ -76,7 +76,7 @@ def fragment_supported(m, swiglu:bool=False)->str|None:
     return None
 
 class _Fragment:
-    "What both quantized linears share: the fragment copy of the weight, and when a forward takes it."
+    "What both quantized linears share: the fragment copy of the weight, when a forward takes it, and a state dict in the portable bit layout."
     fragment_swiglu = False   # the fragment copy is a fused [gate | up] weight in `swiglu_rows` order (`forward_swiglu_out` only)
 
     def _fragment_rows(self, x)->bool:
@@ -98,9 +98,19 @@ class _Fragment:
         else: self.weight_fragment = bcq_to_fragment(self.weight_signs, kernel_layout=True)
         return self
 
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        super()._save_to_state_dict(destination, prefix, keep_vars)
+        destination[prefix + self._packed] = self._from_kernel(getattr(self, self._packed))   # the portable bits
+
+    def _load_from_state_dict(self, state_dict, prefix, *args):
+        k = prefix + self._packed
+        if k in state_dict: state_dict = {**state_dict, k: self._to_kernel(state_dict[k])}
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
 # %% ../../nbs/11e_kernels_linear.ipynb #bbfb1f47
 class W4A16Linear(_Fragment, nn.Module):
     "`nn.Linear` with symmetric INT4 weights (compressed-tensors pack-quantized) and per-group scales."
+    _packed, _to_kernel, _from_kernel = 'weight_packed', staticmethod(w4a16_to_kernel_layout), staticmethod(w4a16_from_kernel_layout)
     def __init__(self, in_features:int, out_features:int, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
         super().__init__()
         if in_features % group_size: raise ValueError(f'in_features={in_features} is not a multiple of group_size={group_size}')
@@ -119,15 +129,6 @@ class W4A16Linear(_Fragment, nn.Module):
         "`swiglu_ref(self(x))` for a fused [gate | up] projection: from the fragment kernel's epilogue after `use_fragment(swiglu=True)`."
         if self.fragment_swiglu and self._fragment_rows(x): return _linear(torch.ops.effqwen.w4a16_frag_swiglu_mm, x, self.weight_fragment, self.fragment_scale, None)
         return swiglu_ref(self(x))
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + 'weight_packed'] = w4a16_from_kernel_layout(self.weight_packed)   # compressed-tensors bits
-
-    def _load_from_state_dict(self, state_dict, prefix, *args):
-        k = prefix + 'weight_packed'
-        if k in state_dict: state_dict = {**state_dict, k: w4a16_to_kernel_layout(state_dict[k])}
-        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, group_size={self.group_size}, bias={self.bias is not None}'
 
@@ -164,6 +165,7 @@ class W4A16Linear(_Fragment, nn.Module):
 # %% ../../nbs/11e_kernels_linear.ipynb #81f5473a
 class BCQLinear(_Fragment, nn.Module):
     "`nn.Linear` with binary-coded weights: Q bit-packed sign planes and per-group scales α."
+    _packed, _to_kernel, _from_kernel = 'weight_signs', staticmethod(bcq_to_kernel_layout), staticmethod(bcq_from_kernel_layout)
     def __init__(self, in_features:int, out_features:int, planes:int=3, bias:bool=False, group_size:int=128, dtype=torch.bfloat16, device=None):
         super().__init__()
         if in_features % group_size or group_size % 32: raise ValueError(f'in_features={in_features} must be a multiple of group_size={group_size}, itself a multiple of 32')
@@ -176,15 +178,6 @@ class BCQLinear(_Fragment, nn.Module):
     def forward(self, x):
         if self._fragment_rows(x): return _linear(torch.ops.effqwen.bcq_frag_mm, x, self.weight_fragment, self.weight_alpha, self.bias)
         return _linear(torch.ops.effqwen.bcq_mm, x, self.weight_signs, self.weight_alpha, self.bias, True)
-
-    def _save_to_state_dict(self, destination, prefix, keep_vars):
-        super()._save_to_state_dict(destination, prefix, keep_vars)
-        destination[prefix + 'weight_signs'] = bcq_from_kernel_layout(self.weight_signs)   # `pack_sign_words` bits
-
-    def _load_from_state_dict(self, state_dict, prefix, *args):
-        k = prefix + 'weight_signs'
-        if k in state_dict: state_dict = {**state_dict, k: bcq_to_kernel_layout(state_dict[k])}
-        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def extra_repr(self): return f'in_features={self.in_features}, out_features={self.out_features}, planes={self.planes}, group_size={self.group_size}, bias={self.bias is not None}'
 
