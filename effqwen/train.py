@@ -112,7 +112,7 @@ def _accelerator(cpu:bool, grad_accum:int):
 
 def _ckpt_dir(a, p, global_batch:int, acc)->Path:
     "The run's checkpoint folder; cleared (rank 0) unless --resume."
-    name = f"{a.stage}{'' if a.stage == 'qad' else '-' + a.drafter_stage}-{p.name}-{str(p.model).replace('/', '_')}-gb{global_batch}"
+    name = f"{a.stage}{'' if a.stage == 'qad' else '-' + a.drafter_stage}-{p.name}-{str(p.model).replace('/', '_')}-gb{global_batch}-w{acc.num_processes}"
     d = Path(a.ckpt) if a.ckpt else cache_dir()/'train'/name
     if not a.resume and acc.is_main_process: shutil.rmtree(d, ignore_errors=True)
     acc.wait_for_everyone()
