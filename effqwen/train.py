@@ -6,7 +6,6 @@
 from __future__ import annotations
 import argparse, logging, os, shutil, statistics, time
 from pathlib import Path
-import torch
 from .core import get_profile, set_determinism, setup_logging, write_result, cache_dir, device_key, resolve_device, PROFILES
 
 log = logging.getLogger('effqwen.train')
