@@ -4,7 +4,7 @@
 
 # %% ../nbs/13_train.ipynb #329b43e2
 from __future__ import annotations
-import argparse, logging, os, shutil, statistics, time
+import argparse, datetime, logging, os, shutil, statistics, time
 from pathlib import Path
 from .core import get_profile, set_determinism, setup_logging, write_result, cache_dir, device_key, resolve_device, PROFILES
 
@@ -99,7 +99,8 @@ def _setup(a:argparse.Namespace):
     nccl_env()                                       # before the process group starts
     p = get_profile(a.profile, model=a.model, out=a.out)
     cpu = resolve_device(p.device) == 'cpu'
-    world = PartialState(cpu=cpu).num_processes      # starts the process group
+    world = PartialState(cpu=cpu, timeout=datetime.timedelta(hours=6)).num_processes   # starts the process group; the others wait
+                                                     # at a barrier while rank 0 regenerates a cold cache (NCCL's 10 min would end them)
     return p, cpu, world
 
 def _accelerator(cpu:bool, grad_accum:int):
