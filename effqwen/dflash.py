@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import torch
 from torch import nn
 import torch.nn.functional as F
+from fastcore.basics import patch
 from .core import atomic_write, read_json
 
 log = logging.getLogger('effqwen.dflash')
@@ -103,8 +104,8 @@ def _rope_theta(cfg, default=1e6):
     if isinstance(rp, dict) and 'rope_theta' in rp: return float(rp['rope_theta'])
     return float(getattr(cfg, 'rope_theta', None) or default)
 
-@classmethod
-def _for_target(cls, target, # a transformers causal LM (or its config)
+@patch(cls_method=True)
+def for_target(cls:DFlashConfig, target, # a transformers causal LM (or its config)
                 mask_token_id:int, # MASK token id (a reserved token the target never emits; Qwen3.5: 248070)
                 num_hidden_layers:int=1, # drafter layers
                 block_size:int=16, # B
@@ -125,10 +126,10 @@ def _for_target(cls, target, # a transformers causal LM (or its config)
     bad = set(overrides) - {f.name for f in fields(cls)}
     if bad: raise ValueError(f'unknown DFlashConfig field(s) {sorted(bad)}')
     return cls(**{**d, **overrides})
-DFlashConfig.for_target = _for_target
 
 # %% ../nbs/08_dflash.ipynb #850b7ad9
-def _to_json(self:DFlashConfig)->dict:
+@patch
+def to_json(self:DFlashConfig)->dict:
     "The serving-engine config.json of this drafter."
     d = asdict(self); d['target_layer_ids'] = list(self.target_layer_ids)
     d.update(architectures=['DFlashDraftModel'], model_type='qwen3', hidden_act='silu', attention_bias=False,
@@ -139,8 +140,8 @@ def _to_json(self:DFlashConfig)->dict:
     if self.sliding_window is not None: d['dflash_config'].update(sliding_window=self.sliding_window, sliding_window_symmetric=True)
     return d
 
-@classmethod
-def _from_json(cls, d:dict)->'DFlashConfig':
+@patch(cls_method=True)
+def from_json(cls:DFlashConfig, d:dict)->'DFlashConfig':
     "Read a DFlash config.json dict (ours, or z-lab/SGLang style with a nested `dflash_config`)."
     d = dict(d); nested = d.pop('dflash_config', None) or {}
     for k in ('mask_token_id', 'target_layer_ids', 'block_size', 'sliding_window'):
@@ -151,8 +152,6 @@ def _from_json(cls, d:dict)->'DFlashConfig':
     missing = [k for k in ('hidden_size', 'vocab_size', 'target_layer_ids', 'mask_token_id') if d.get(k) is None]
     if missing: raise ValueError(f'DFlash config lacks {missing}')
     return cls(**{f.name: d[f.name] for f in fields(cls) if f.name in d})
-
-DFlashConfig.to_json, DFlashConfig.from_json = _to_json, _from_json
 
 # %% ../nbs/08_dflash.ipynb #48986cf1
 class RMSNorm(nn.Module):
@@ -289,15 +288,17 @@ def check_target(cfg:DFlashConfig, # the drafter's config
         raise ValueError(f'layer-tap mismatch: drafter taps {list(cfg.target_layer_ids)} of a {cfg.num_target_layers}-layer target, '
                          f'but the target has {tc.num_hidden_layers} layers: rebuild the taps with build_target_layer_ids')
 
-def _bind(self:DFlashDrafter, target)->DFlashDrafter:
+@patch
+def bind(self:DFlashDrafter, target)->DFlashDrafter:
     "Share `target`'s token embedding and LM head (frozen, not registered); checks compatibility first."
     check_target(self.cfg, target)
     object.__setattr__(self, '_embed', target.get_input_embeddings())    # plain attributes: not submodules
     object.__setattr__(self, '_head', target.get_output_embeddings())
     return self
 
+@patch
 @torch.no_grad()
-def _embed_ids(self:DFlashDrafter, ids): 
+def embed(self:DFlashDrafter, ids):
     "Target embedding of `ids` (no gradient: the embedding is frozen)."
     if self._embed is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
     return self._embed(ids)
@@ -310,7 +311,8 @@ def _head_rows(self:DFlashDrafter, w:torch.Tensor)->torch.Tensor:
         c = (key, w.detach().index_select(0, self.d2t.to(w.device))); self.__dict__['_rows_cache'] = c
     return c[1]
 
-def _draft_logits(self:DFlashDrafter, h):
+@patch
+def draft_logits(self:DFlashDrafter, h):
     """Target LM head on drafter states, draft-vocabulary rows only (all rows without one); gradients reach `h`, never the head.
     The head runs in its own dtype (a float32 drafter's states meet a bf16 target's head as bf16), so the logits are the head's."""
     if self._head is None: raise ValueError('drafter is not bound to a target: call drafter.bind(target) first')
@@ -323,19 +325,22 @@ def _draft_logits(self:DFlashDrafter, h):
     out = self._head(h)
     return out if d2t is None else out[..., d2t]
 
-def _logits(self:DFlashDrafter, h):
+@patch
+def logits(self:DFlashDrafter, h):
     "Logits over the target's whole vocabulary (−inf outside a draft vocabulary), so argmax gives target ids."
     z, d2t = self.draft_logits(h), getattr(self, 'd2t', None)
     if d2t is None: return z
     return z.new_full((*z.shape[:-1], self.cfg.vocab_size), float('-inf')).index_copy(-1, d2t.to(z.device), z)
 
-def _to_target(self:DFlashDrafter, ids:torch.Tensor)->torch.Tensor:
+@patch
+def to_target(self:DFlashDrafter, ids:torch.Tensor)->torch.Tensor:
     "Map draft-vocabulary ids (rows of `logits`) to target token ids (identity without a draft vocabulary)."
     d2t = getattr(self, 'd2t', None)
     return ids if d2t is None else d2t.to(ids.device)[ids]
 
-def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target ids the drafter may propose (None: all again)
-                    )->DFlashDrafter:
+@patch
+def set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target ids the drafter may propose (None: all again)
+                   )->DFlashDrafter:
     "Restrict the drafter's LM head to `token_ids` (sorted, unique; FR-Spec's frequency-ranked draft vocabulary), or lift it."
     if token_ids is None:
         if getattr(self, 'd2t', None) is not None: del self.d2t
@@ -349,9 +354,6 @@ def _set_draft_vocab(self:DFlashDrafter, token_ids:torch.Tensor|None # target id
     if getattr(self, 'd2t', None) is None: self.register_buffer('d2t', ids.to(dev))
     else: self.d2t = ids.to(dev)
     return self
-
-DFlashDrafter.bind, DFlashDrafter.embed, DFlashDrafter.logits, DFlashDrafter.draft_logits = _bind, _embed_ids, _logits, _draft_logits
-DFlashDrafter.to_target, DFlashDrafter.set_draft_vocab = _to_target, _set_draft_vocab
 
 # %% ../nbs/08_dflash.ipynb #a4847846
 def window_keep(q_pos:torch.Tensor, # (B, Tq) query positions
@@ -376,7 +378,8 @@ class DraftCache:
         else: self.kv[i] = (torch.cat([self.kv[i][0], k], 2), torch.cat([self.kv[i][1], v], 2))
         return self.kv[i]
 
-def _forward(self:DFlashDrafter,
+@patch
+def forward(self:DFlashDrafter,
              block_emb:torch.Tensor, # (B, Tq, H) target embeddings of the block tokens
              block_pos:torch.Tensor, # (B, Tq) their absolute positions
              ctx:torch.Tensor|None=None, # (B, Tc, k·H) concatenated target features (new ones only when `cache` is used)
@@ -410,14 +413,13 @@ def _forward(self:DFlashDrafter,
     if cache is not None: cache.length += ctx.shape[1]; cache.pos = all_ctx_pos
     return self.norm(h)
 
-def _set_sliding_window(self:DFlashDrafter, window:int|None # W (>= 1), or None for full attention
-                       )->DFlashDrafter:
+@patch
+def set_sliding_window(self:DFlashDrafter, window:int|None # W (>= 1), or None for full attention
+                      )->DFlashDrafter:
     "Switch the drafter's symmetric attention window (an inference setting: weights and caches are unchanged)."
     _check_window(window)
     self.cfg = replace(self.cfg, sliding_window=window)
     return self
-DFlashDrafter.set_sliding_window = _set_sliding_window
-DFlashDrafter.forward = _forward
 
 # %% ../nbs/08_dflash.ipynb #64c29060
 def sampling_probs(logits:torch.Tensor, # (..., V)
@@ -434,8 +436,9 @@ def sampling_probs(logits:torch.Tensor, # (..., V)
         p = torch.zeros_like(p).scatter(-1, order, sp); p = p / p.sum(-1, keepdim=True)
     return p
 
+@patch
 @torch.no_grad()
-def _propose(self:DFlashDrafter,
+def propose(self:DFlashDrafter,
              anchor:torch.Tensor, # (1,) the last accepted token (not yet seen by the target)
              ctx_new:torch.Tensor, # (1, n, k·H) target features of the tokens accepted since the last call
              cache:DraftCache, # context cache of this sequence
@@ -458,7 +461,6 @@ def _propose(self:DFlashDrafter,
     if getattr(self, 'd2t', None) is not None:                    # q over the whole vocabulary (zero outside the draft vocab)
         q = q.new_zeros(q.shape[0], self.cfg.vocab_size).index_copy_(1, self.d2t.to(q.device), q)
     return tok, q
-DFlashDrafter.propose = _propose
 
 # %% ../nbs/08_dflash.ipynb #fe8386c8
 def check_block_size(block_size:int|None, # B asked for (None: the drafter's)
@@ -637,6 +639,24 @@ def held_loss(drafter:DFlashDrafter, input_ids:torch.Tensor, feats:torch.Tensor,
         tot += r.loss.item() * len(ids); acc += r.acc * len(ids); n += len(ids)
     return tot / max(n, 1), acc / max(n, 1)
 
+def _save_drafter_ckpt(ckpt_dir:Path, acc, state:dict):
+    "Rank 0 (or the only process) writes `last.pt` atomically; the other ranks wait for it."
+    if acc is None or acc.is_main_process:
+        import io; buf = io.BytesIO(); torch.save(state, buf); atomic_write(ckpt_dir/'last.pt', buf.getvalue())
+    if acc is not None: acc.wait_for_everyone()
+
+def _load_drafter_ckpt(ckpt_dir:Path, run:dict, drafter, opt, sched, g)->dict:
+    "Load `last.pt` into the drafter, optimizer, scheduler and step generator; a run with other settings is refused."
+    fix = f'delete {ckpt_dir} to start this run afresh'
+    try: ck = torch.load(ckpt_dir/'last.pt', map_location='cpu', weights_only=False)
+    except Exception as e: raise ValueError(f"{ckpt_dir/'last.pt'}: the saved training state does not load ({repr(e)[:200]}): {fix}") from None
+    diff = {k: (v, run.get(k)) for k, v in ck['run'].items() if v != run.get(k)}
+    if diff: raise ValueError(f'checkpoint {ckpt_dir} was written by another run: ' + ', '.join(f'{k}: saved {a} vs now {b}' for k, (a, b) in diff.items())
+                              + ': resume with the same settings, or point ckpt_dir at a new folder')
+    drafter.load_state_dict(ck['drafter']); opt.load_state_dict(ck['optimizer']); sched.load_state_dict(ck['scheduler'])
+    g.set_state(ck['generator'])
+    return ck
+
 class _DraftLoss(nn.Module):
     "`dflash_loss` as a module's forward, so that DDP (through `accelerate`) wraps the forward that uses the drafter's weights."
     def __init__(self, drafter, n_anchors, gamma): super().__init__(); self.drafter, self.n_anchors, self.gamma = drafter, n_anchors, gamma
@@ -679,6 +699,9 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
                   keep_best:bool=False, # with `held`: end on the weights of the curve's lowest held-out loss (early stopping)
                   grad_accum:int=1, # micro-batches per optimizer step on each process (`batch_size` is split over processes x these)
                   accelerator=None, # an `accelerate.Accelerator` (its gradient_accumulation_steps = grad_accum): data parallel over its processes
+                  ckpt_dir:str|Path|None=None, # checkpoint `last.pt` here (rank 0 writes it, atomically); an existing one resumes
+                  ckpt_every:int=0, # checkpoint every n steps (0: only after the last step and at `stop_after`)
+                  stop_after:int|None=None, # end early after this step (simulates an interruption; tests)
                  )->SimpleNamespace:
     """Train the drafter's layers, fc and norms on the target's features; returns per-step losses/accuracies and, with
     `held` and `eval_every`, the held-out curve `held_curve` [(step, loss, acc)] (same anchors each time, own RNG: the
@@ -709,7 +732,14 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
     params = [p for p in drafter.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: cosine_with_warmup(s, steps, warmup))
-    losses, accs, curve, t0 = [], [], [], time.perf_counter()
+    losses, accs, curve, step_s, t0 = [], [], [], [], time.perf_counter()
+    run = dict(steps=steps, batch_size=batch_size, lr=lr, warmup=warmup, clip=clip, weight_decay=weight_decay, n_anchors=n_anchors,
+               gamma=gamma, seed=seed, n_seq=int(input_ids.shape[0]), eval_every=eval_every, keep_best=keep_best)
+    start, best, best_step = 0, None, None
+    if ckpt_dir is not None and (Path(ckpt_dir)/'last.pt').exists():
+        ck = _load_drafter_ckpt(Path(ckpt_dir), run, drafter, opt, sched, g)
+        start, losses, accs, curve, step_s, best, best_step = (ck[k] for k in ('step', 'losses', 'accs', 'curve', 'step_s', 'best', 'best_step'))
+        log.info('resumed from %s at step %d', Path(ckpt_dir)/'last.pt', start)
     drafter.train()
     dp = None
     if W * grad_accum > 1:
@@ -718,11 +748,12 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
         mod, dopt = acc_.prepare(_DraftLoss(drafter, n_anchors, gamma), opt)   # the scheduler is stepped by hand, once per step
         dp = SimpleNamespace(acc=acc_, mod=mod, opt=dopt, A=grad_accum, mb=batch_size // (W * grad_accum))
         progress = progress and acc_.is_main_process
-    bar = range(steps)
+    bar = range(start, steps)
     if progress:
         from tqdm.auto import tqdm
         bar = tqdm(bar, desc='drafter', leave=False)
     for step in bar:
+        ts = time.perf_counter()
         idx = torch.randint(0, input_ids.shape[0], (batch_size,), generator=g)
         if dp is None:
             ids, lm = input_ids[idx].to(drafter.fc.weight.device), loss_mask[idx].to(drafter.fc.weight.device)
@@ -734,14 +765,22 @@ def train_drafter(drafter:DFlashDrafter, # bound to `target`
         else:
             l, a = _dp_step(dp, drafter, target, input_ids, loss_mask, features, idx, params, clip, g); sched.step()
             losses.append(l); accs.append(a)
+        step_s.append(time.perf_counter() - ts)
         if log_every and (step + 1) % log_every == 0: log.info('step %d/%d loss %.4f acc %.3f', step + 1, steps, losses[-1], accs[-1])
         if held is not None and ((step + 1) % eval_every == 0 or step + 1 == steps):
             curve.append((step + 1, *held_loss(drafter, *held, n_anchors=n_anchors, gamma=gamma, batch_size=batch_size))); drafter.train()
             if keep_best and curve[-1][1] <= min(c[1] for c in curve):   # a copy of the lowest point's weights (the drafter is small)
                 best = {k: v.detach().clone() for k, v in drafter.state_dict().items()}; best_step = step + 1
+        stop = stop_after is not None and step + 1 >= stop_after
+        if ckpt_dir is not None and ((ckpt_every and (step + 1) % ckpt_every == 0) or step + 1 == steps or stop):
+            _save_drafter_ckpt(Path(ckpt_dir), dp.acc if dp else accelerator, dict(
+                step=step + 1, run=run, drafter=drafter.state_dict(), optimizer=opt.state_dict(), scheduler=sched.state_dict(),
+                generator=g.get_state(), losses=losses, accs=accs, curve=curve, step_s=step_s, best=best, best_step=best_step))
+        if stop: break
     if keep_best: drafter.load_state_dict(best)
     drafter.eval()
-    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0, held_curve=curve, best_step=best_step if keep_best else None)
+    return SimpleNamespace(losses=losses, accs=accs, seconds=time.perf_counter() - t0, held_curve=curve, step_s=step_s,
+                           best_step=best_step if keep_best else None)
 
 # %% ../nbs/08_dflash.ipynb #9333022b
 @torch.no_grad()
@@ -840,7 +879,10 @@ def save_drafter(drafter:DFlashDrafter, path:str|Path)->Path:
     atomic_write(path/'config.json', json.dumps(drafter.cfg.to_json(), indent=1) + '\n')
     return path
 
-DFlashDrafter.save_pretrained = lambda self, save_directory, **kw: save_drafter(self, save_directory)   # HF-style alias: ecosystem savers call it
+@patch
+def save_pretrained(self:DFlashDrafter, save_directory, **kw):
+    "HF-style alias of `save_drafter`: ecosystem savers call it."
+    return save_drafter(self, save_directory)
 
 def _dequantize_packed(sd:dict, qcfg:dict)->dict:
     "Dense weights from compressed-tensors pack-quantized entries (`weight_packed`, `weight_scale`, `weight_shape`, zero points)."

@@ -4,7 +4,7 @@
 
 # %% ../nbs/06_qad.ipynb #fe0bda62
 from __future__ import annotations
-import json, logging, math, os, shutil
+import json, logging, math, os, shutil, time
 from dataclasses import dataclass, asdict
 from pathlib import Path
 import torch, torch.nn as nn, torch.nn.functional as F
@@ -162,7 +162,9 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
               train:dict, val:dict, # packs from `effqwen.regen.pack`: input_ids, attention_mask (N, T)
               cfg:QADConfig, ckpt_dir:str|Path|None=None, # checkpoints here; an existing run resumes
               stop_after:int|None=None, # end early after this step (simulates an interruption; tests)
-              accelerator=None)->dict:
+              accelerator=None, # an `accelerate.Accelerator` (its gradient_accumulation_steps = cfg.grad_accum): DDP over its processes
+              log_every:int=0, # log the step's KL every n steps on the main process (0 = never)
+             )->dict:
     "Train the student's latent weights; returns the history. The best-validation weights are loaded back at the end."
     from accelerate import Accelerator
     from transformers import get_cosine_schedule_with_warmup
@@ -174,14 +176,13 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
     sched = get_cosine_schedule_with_warmup(opt, math.ceil(cfg.warmup_ratio * cfg.steps), cfg.steps)
     kd, opt = acc.prepare(kd, opt)   # the scheduler is stepped by hand once per optimizer step (accelerate's
                                      # prepared scheduler steps once per process, which would couple lr to world size)
-    acc.register_for_checkpointing(sched)
-    hist = dict(step=[], train_kl=[], val_step=[], val_kl=[], best_step=0, best_val_kl=float('inf'), config=asdict(cfg))
+    hist = dict(step=[], train_kl=[], step_s=[], val_step=[], val_kl=[], best_step=0, best_val_kl=float('inf'), config=asdict(cfg))
     start, ckpt_dir = 0, Path(ckpt_dir) if ckpt_dir else None
     if ckpt_dir and (ckpt_dir/'last'/'history.json').exists():
         fix = f'delete {ckpt_dir} to start this run afresh'
         hist = read_json(ckpt_dir/'last'/'history.json', fix)
-        try: acc.load_state(str(ckpt_dir/'last'/'state'))
-        except Exception as e: raise ValueError(f"{ckpt_dir/'last'/'state'}: the saved training state does not load ({repr(e)[:200]}): {fix}") from None
+        try: _load_last(ckpt_dir, student, opt, sched)
+        except Exception as e: raise ValueError(f"{ckpt_dir/'last'/'state.pt'}: the saved training state does not load ({repr(e)[:200]}): {fix}") from None
         start = hist['step'][-1] if hist['step'] else 0
         diff = {k: (v, asdict(cfg).get(k)) for k, v in hist.get('config', {}).items() if k != 'restore_best' and v != asdict(cfg).get(k)}
         if diff: raise ValueError(f'checkpoint {ckpt_dir} was written with a different QADConfig ' + ', '.join(f'{k}: saved {a} vs now {b}' for k, (a, b) in diff.items())
@@ -194,7 +195,7 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
     dev = acc.device
     for step in tqdm(range(start + 1, cfg.steps + 1), desc='qad', disable=not acc.is_main_process, leave=False):
         idx = _batch_indices(len(train['input_ids']), step, W * A * B, cfg.seed)
-        s_kl = n_tok = 0.0
+        s_kl = n_tok = 0.0; t0 = time.perf_counter()
         for a in range(A):
             mb = idx[(a * W + acc.process_index) * B:(a * W + acc.process_index + 1) * B]
             with acc.accumulate(kd):
@@ -204,13 +205,15 @@ def qad_train(student:nn.Module, teacher:nn.Module, # student on its frozen grid
                 opt.step(); opt.zero_grad()
                 if acc.sync_gradients: sched.step()
             s_kl += kl.item(); n_tok += n.item()
-        hist['step'].append(step); hist['train_kl'].append(s_kl / n_tok)
+        s_kl, n_tok = acc.reduce(torch.tensor([s_kl, n_tok], device=dev), 'sum').tolist()   # the global batch's KL per token
+        hist['step'].append(step); hist['train_kl'].append(s_kl / n_tok); hist['step_s'].append(time.perf_counter() - t0)
+        if log_every and step % log_every == 0 and acc.is_main_process: log.info('step %d/%d train KL %.5f (%.3f s)', step, cfg.steps, s_kl / n_tok, hist['step_s'][-1])
         if step % cfg.eval_every == 0 or step == cfg.steps:
             v = val_kl(acc.unwrap_model(kd), val, cfg.micro_batch); hist['val_step'].append(step); hist['val_kl'].append(v)
             if v < hist['best_val_kl']: hist['best_val_kl'], hist['best_step'] = v, step; _save_best(acc, ckpt_dir, student)
-            if ckpt_dir: _save_last(acc, ckpt_dir, hist)
+            if ckpt_dir: _save_last(acc, ckpt_dir, hist, student, opt, sched)
         if stop_after and step >= stop_after:
-            if ckpt_dir: _save_last(acc, ckpt_dir, hist)
+            if ckpt_dir: _save_last(acc, ckpt_dir, hist, student, opt, sched)
             return hist
     if cfg.restore_best: _load_best(ckpt_dir, student)
     return hist
@@ -224,17 +227,26 @@ def _save_best(acc, ckpt_dir, student):
         import io; buf = io.BytesIO(); torch.save(_trainable_state(student), buf); atomic_write(Path(ckpt_dir)/'best.pt', buf.getvalue())
     acc.wait_for_everyone()
 
-def _save_last(acc, ckpt_dir, hist):
-    tmp, last = Path(ckpt_dir)/'last.partial', Path(ckpt_dir)/'last'
-    if acc.is_main_process: shutil.rmtree(tmp, ignore_errors=True)
-    acc.wait_for_everyone()
-    acc.save_state(str(tmp/'state'))
-    if acc.is_main_process:
+def _save_last(acc, ckpt_dir, hist, student, opt, sched):
+    "Rank 0 writes `last/` (state.pt: trainable weights, optimizer, scheduler; history.json) through `last.partial/` and a rename."
+    if acc.is_main_process:                     # DDP keeps every rank's weights and optimizer state equal: rank 0's are the run's
+        tmp, last, old = Path(ckpt_dir)/'last.partial', Path(ckpt_dir)/'last', Path(ckpt_dir)/'last.old'
+        shutil.rmtree(tmp, ignore_errors=True); tmp.mkdir(parents=True)
+        torch.save(dict(weights=_trainable_state(student), optimizer=opt.state_dict(), scheduler=sched.state_dict()), tmp/'state.pt')
         (tmp/'history.json').write_text(json.dumps(hist))
-        old = Path(ckpt_dir)/'last.old'; shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(old, ignore_errors=True)
         if last.exists(): last.rename(old)
         tmp.rename(last); shutil.rmtree(old, ignore_errors=True)
     acc.wait_for_everyone()
+
+def _load_last(ckpt_dir, student, opt, sched):
+    "Every rank loads rank 0's `last/state.pt` into its student, optimizer and scheduler."
+    st = torch.load(Path(ckpt_dir)/'last'/'state.pt', map_location='cpu')
+    params = dict(student.named_parameters())
+    if set(st['weights']) != {n for n, p in params.items() if p.requires_grad}: raise ValueError("the checkpoint holds other weights than this student's trainable ones")
+    with torch.no_grad():
+        for n, v in st['weights'].items(): params[n].copy_(v.to(params[n].device))
+    opt.load_state_dict(st['optimizer']); sched.load_state_dict(st['scheduler'])
 
 def _load_best(ckpt_dir, student):
     if ckpt_dir is None: best = student.__dict__.pop('_qad_best', None)
