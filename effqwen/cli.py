@@ -7,15 +7,16 @@ from __future__ import annotations
 import argparse, ast, datetime, hashlib, importlib, json, logging, os, re, shlex, shutil, subprocess, sys, tempfile, time
 from pathlib import Path
 from .core import (PROFILES, Profile, atomic_write, device_key, device_name, fmt_seconds, get_profile, git_sha,
-                          out_root, read_json, repo_root, result_path, run_command, set_run_info, setup_logging, write_result)
+                          out_root, read_json, render_table, repo_root, result_path, run_command, set_run_info, setup_logging, write_result)
 
 log = logging.getLogger('effqwen.cli')
 
 # %% auto #0
-__all__ = ['log', 'MODEL_NAMES', 'PART_BYTES', 'HOST_PACKAGES', 'RUN_PACKAGES', 'experiment_notebooks', 'notebook_parameters',
-           'kernel_manager_class', 'StageRelay', 'ReproduceError', 'run_notebook', 'record_notebook', 'measured_time',
-           'profile_lines', 'check_model', 'check_folder', 'check_git_sha', 'reproduce', 'pack_parts', 'verify_bundle',
-           'unpack_bundle', 'install_wheels', 'use_assets', 'bundle_plan', 'download_wheel', 'build_bundle', 'main']
+__all__ = ['log', 'README_BLOCKS', 'MODEL_NAMES', 'PART_BYTES', 'HOST_PACKAGES', 'RUN_PACKAGES', 'experiment_notebooks',
+           'notebook_parameters', 'kernel_manager_class', 'StageRelay', 'ReproduceError', 'run_notebook',
+           'record_notebook', 'measured_time', 'profile_lines', 'readme_with', 'profiles_table', 'check_model',
+           'check_folder', 'check_git_sha', 'reproduce', 'pack_parts', 'verify_bundle', 'unpack_bundle',
+           'install_wheels', 'use_assets', 'bundle_plan', 'download_wheel', 'build_bundle', 'main']
 
 # %% ../nbs/19_cli.ipynb #f9b15520
 def experiment_notebooks(nbs:Path|None=None, # folder holding the notebooks (default: the repo's nbs/)
@@ -141,6 +142,23 @@ def profile_lines(root:Path|None=None)->list[str]:
     return [f"{p.name:6s} {p.description}; {measured_time(p.name, root) or f'budget {p.budget} (no run record yet)'}"
             for p in PROFILES.values()]
 
+README_BLOCKS = dict(   # the README's rendered blocks, between these markers
+    summary=('<!-- summary:start (rendered by nbs/29_summary.ipynb from data/results; do not edit) -->', '<!-- summary:end -->'),
+    profiles=('<!-- profiles:start (rendered by effqwen reproduce from data/results/reproduce_*.json; do not edit) -->', '<!-- profiles:end -->'))
+
+def readme_with(text:str, block:str, which:str='summary')->str:
+    "`text` with the part between the `which` markers replaced by `block`; a README without both markers is an error."
+    begin, end = README_BLOCKS[which]
+    if text.count(begin) != 1 or text.count(end) != 1:
+        raise ValueError(f'README.md: needs the {which} markers once each ({begin!r} ... {end!r}); add them where the block goes')
+    head, rest = text.split(begin); _, tail = rest.split(end)
+    return head + begin + '\n' + block + end + tail
+
+def profiles_table(root:Path|None=None)->str:
+    "The README's profiles block: each profile, what it runs, and its measured run time (or its budget)."
+    return render_table([dict(profile=f'`{q.name}`', what=q.description, time=measured_time(q.name, root) or f'budget {q.budget} (no run record yet)')
+                         for q in PROFILES.values()], [('profile', 'profile', '{}'), ('what', 'what it runs', '{}'), ('time', 'run time', '{}')])
+
 # %% ../nbs/19_cli.ipynb #63054218
 MODEL_NAMES = ('tiny-qwen3.5', 'smollm2', 'qwen3.5-4b', 'qwen3.5-9b')   # targets `effqwen.model.load_target` knows by name
 
@@ -208,6 +226,9 @@ def reproduce(profile:str='cpu', # profile name (see `effqwen profiles`)
             rec = record_notebook(p, nb.stem, time.perf_counter() - t0, ok, command, [e.stem for e in every], git_sha)
         log.info('%s done in %s', tag, fmt_seconds(time.perf_counter() - t0))
     log.info('%d notebook(s) done in %s; run record %s', len(todo), fmt_seconds(time.perf_counter() - t_run), rec)
+    readme = repo_root()/'README.md'
+    if out is None and p.name != 'ci' and readme.exists() and README_BLOCKS['profiles'][0] in readme.read_text():   # the checkout's README shows the new record
+        atomic_write(readme, readme_with(readme.read_text(), profiles_table(), 'profiles'))
     return run_dir
 
 # %% ../nbs/19_cli.ipynb #97568540
